@@ -1,0 +1,135 @@
+"""The machine as a pytree of scalars and topology lookups (SPEC section 3).
+
+A :class:`Machine` holds SI-unit scalars (``gpu_flops``, ``inter_bandwidth_Bps``
+...) and the inter-node levels as short arrays. Every field may be a traced
+array, so a sweep can vmap over any machine parameter.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from kernels import collectives
+
+
+class Machine(NamedTuple):
+    """Machine parameters, SI units (SPEC section 3). Levels are arrays of length L."""
+
+    gpu_flops: jax.Array
+    efficiency: jax.Array
+    gpu_mem_bytes: jax.Array
+    gpu_mem_bw_Bps: jax.Array
+    gpus_per_node: jax.Array
+    nics_per_node: jax.Array
+    bytes_per_element: jax.Array
+    wu_passes: jax.Array
+    intra_alpha_s: jax.Array
+    intra_bandwidth_Bps: jax.Array
+    allreduce_algo: jax.Array
+    inter_span_nodes: jax.Array  # [L]; the last level's span is unbounded (inf)
+    inter_alpha_s: jax.Array  # [L]
+    inter_bandwidth_Bps: jax.Array  # [L]
+
+
+#: Scalar parameters that a sweep axis, ``--set`` or calibration may change.
+SCALAR_PARAMS: tuple[str, ...] = (
+    "gpu_flops",
+    "efficiency",
+    "gpu_mem_bytes",
+    "gpu_mem_bw_Bps",
+    "gpus_per_node",
+    "nics_per_node",
+    "bytes_per_element",
+    "wu_passes",
+    "intra_alpha_s",
+    "intra_bandwidth_Bps",
+    "inter_alpha_s",
+    "inter_bandwidth_Bps",
+    "allreduce_algo",
+)
+
+
+def with_params(machine: Machine, **values) -> Machine:
+    """Override scalar parameters, traceably (SPEC section 3).
+
+    ``inter_bandwidth_Bps`` sets every inter level; ``inter_alpha_s`` sets the
+    first level and deeper levels keep their extra latency over it.
+    """
+    out = machine._asdict()
+    for name, value in values.items():
+        if name == "inter_bandwidth_Bps":
+            out[name] = jnp.full_like(machine.inter_bandwidth_Bps, 0) + value
+        elif name == "inter_alpha_s":
+            out[name] = value + (machine.inter_alpha_s - machine.inter_alpha_s[..., :1])
+        elif name in out:
+            out[name] = jnp.asarray(value)
+        else:
+            raise KeyError(name)
+    return Machine(**out)
+
+
+class Link(NamedTuple):
+    """Latency and inverse bandwidth seen by a collective."""
+
+    alpha_s: jax.Array
+    beta_s_per_byte: jax.Array
+
+
+def nodes_spanned(machine: Machine, n):
+    """Nodes covered by ``n`` contiguous GPUs: ``ceil(n / gpus_per_node)``."""
+    return jnp.ceil(n / machine.gpus_per_node)
+
+
+def inter_level(machine: Machine, nodes):
+    """Index of the first inter level whose ``span_nodes`` >= ``nodes`` (SPEC section 3)."""
+    too_small = (machine.inter_span_nodes < nodes).astype(jnp.int32)
+    return jnp.minimum(jnp.sum(too_small), machine.inter_span_nodes.shape[-1] - 1)
+
+
+def first_inter_link(machine: Machine, bandwidth_share=1.0) -> Link:
+    """The first inter level's link, bandwidth divided by ``bandwidth_share``."""
+    return Link(machine.inter_alpha_s[0], bandwidth_share / machine.inter_bandwidth_Bps[0])
+
+
+def link(machine: Machine, n, bandwidth_share=1.0) -> Link:
+    """Link of a contiguous group of ``n`` GPUs: intra inside one node, else its level.
+
+    ``bandwidth_share`` divides the inter-node bandwidth (NIC sharing, SPEC section 3);
+    it does not touch the intra link.
+    """
+    level = inter_level(machine, nodes_spanned(machine, n))
+    inside = n <= machine.gpus_per_node
+    alpha = jnp.where(inside, machine.intra_alpha_s, machine.inter_alpha_s[level])
+    beta = jnp.where(
+        inside,
+        1.0 / machine.intra_bandwidth_Bps,
+        bandwidth_share / machine.inter_bandwidth_Bps[level],
+    )
+    return Link(alpha, beta)
+
+
+def nic_share(machine: Machine, talkers_per_node):
+    """Bandwidth divisor when ``k`` GPUs of a node talk off-node at once: ``max(1, k/nics)``."""
+    return jnp.maximum(1.0, talkers_per_node / machine.nics_per_node)
+
+
+def gradient_allreduce_s(machine: Machine, p, msg_bytes, lk: Link):
+    """Gradient allreduce over ``p`` GPUs with the machine's algorithm (SPEC section 2).
+
+    Ring (default, the paper's), tree, auto (cheaper of ring and tree) use the
+    group's link ``lk``; hierarchical reduces inside nodes on the intra link
+    and across nodes on ``lk``.
+    """
+    flat = collectives.allreduce_s(machine.allreduce_algo, p, msg_bytes, *lk)
+    hier = collectives.hierarchical_allreduce_s(
+        p,
+        machine.gpus_per_node,
+        msg_bytes,
+        machine.intra_alpha_s,
+        1.0 / machine.intra_bandwidth_Bps,
+        *lk,
+    )
+    return jnp.where(machine.allreduce_algo == collectives.HIERARCHICAL, hier, flat)

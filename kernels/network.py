@@ -1,0 +1,317 @@
+"""A network as a pytree of per-layer sums and lookup tables (SPEC sections 1 and 4).
+
+:func:`build_net` turns per-layer shapes into everything the strategy kernels
+need, precomputed once per network so that a kernel call is O(1):
+
+* totals over all layers (FLOPs, weights, activations);
+* sums over the active layers of filter and channel parallelism;
+* spatial tables indexed by the number of active layers of the default
+  prefix rule (which depends on the group size), or one entry for a fixed
+  override;
+* pipeline tables indexed by the number of stages p = 1..G: the min-max
+  contiguous partition's largest group FLOPs and weights, its largest stage
+  boundary, and every group's activations and weights for the memory bound.
+
+Numpy only, no I/O. Times stay proportional to FLOPs (t_l is FLOPs times one
+machine-dependent factor), so nothing here depends on the machine.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+KINDS: tuple[str, ...] = (
+    "conv",
+    "fc",
+    "pool_max",
+    "pool_avg",
+    "relu",
+    "bnorm",
+    "add",
+    "dropout",
+)
+IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
+#: Strategy families that a per-layer ``active`` flag can target.
+ACTIVE_FAMILIES: tuple[str, ...] = ("spatial", "filter", "channel")
+
+
+class LayerArrays(NamedTuple):
+    """Per-layer shapes, spatial extents padded with 1 to three dimensions.
+
+    ``x[l] = [C, X1, X2, X3]``, ``w[l] = [C, F, K1, K2, K3]`` (a zero means no
+    weights), ``y[l] = [F, Y1, Y2, Y3]``; ``kind[l]`` indexes :data:`KINDS`.
+    ``active[f, l]`` is the fixed active flag of family ``f`` of
+    :data:`ACTIVE_FAMILIES`, used where ``overridden[f]`` is true.
+    """
+
+    kind: np.ndarray
+    x: np.ndarray
+    w: np.ndarray
+    y: np.ndarray
+    active: np.ndarray
+    overridden: np.ndarray
+
+
+class SplitSums(NamedTuple):
+    """Sums over the active layers of filter or channel parallelism (SPEC section 4)."""
+
+    flops: jax.Array  # training FLOPs per sample of active layers
+    w_elems: jax.Array  # weights of active layers
+    comm_y_elems: jax.Array  # sum of y_l over active layers l < G
+    comm_layers: jax.Array  # number of active layers l < G
+    max_p: jax.Array  # smallest split channel count among active layers
+
+
+class SpatialTable(NamedTuple):
+    """Spatial sums by number of active layers (default prefix rule) or one override entry.
+
+    ``neg_prefix_min[k] = -min(x1, y1 over layers 0..k)`` over the allowed
+    prefix; the default active count for a group of n GPUs is the number of
+    its entries <= -n. Table rows are indexed by that count.
+    """
+
+    neg_prefix_min: jax.Array  # [K] nondecreasing; empty when overridden
+    flops: jax.Array  # [K+1] active training FLOPs per sample
+    act_elems: jax.Array  # [K+1] active non-in-place x+y per sample
+    halo_layers: jax.Array  # [K+1] active layers with a halo (h > 0)
+    halo_elems: jax.Array  # [K+1] sum of halo_x + halo_dy per sample
+    y_last_elems: jax.Array  # [K+1] output of the last active layer per sample
+    max_p: jax.Array  # [K+1] smallest split extent among active layers (0 if none)
+
+
+class PipelineTable(NamedTuple):
+    """Min-max contiguous partition for p = 0..G stages (row 0 unused)."""
+
+    flops_max: jax.Array  # [G+1] largest group training FLOPs
+    w_max: jax.Array  # [G+1] largest group weight sum
+    y_boundary_max: jax.Array  # [G+1] largest output of a group's last layer, groups i < p
+    group_act: jax.Array  # [G+1, G] non-in-place x+y of group i
+    group_w: jax.Array  # [G+1, G] weights of group i
+
+
+class Net(NamedTuple):
+    """Everything a strategy kernel needs about one network (SPEC section 4)."""
+
+    dataset_samples: jax.Array
+    n_layers: jax.Array
+    flops: jax.Array  # training FLOPs per sample, all layers
+    w_elems: jax.Array
+    act_elems: jax.Array  # non-in-place x+y per sample
+    t_measured_s: jax.Array  # measured per-sample training time, 0 when none
+    ref_rate_flops: jax.Array  # gpu_flops*efficiency the measurement belongs to
+    filter: SplitSums
+    channel: SplitSums
+    spatial: SpatialTable
+    pipeline: PipelineTable
+
+
+def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Forward FLOPs per sample and layer, SPEC section 1.
+
+    conv ``2 C F prod(K) prod(Y)``; fc ``2 C F prod(K)``; pooling
+    ``C prod(K) prod(Y)`` with C = x[0]; relu, add, dropout ``|y|``; bnorm ``4|x|``.
+    """
+    names = np.array(KINDS)[kind]
+    kprod = np.prod(w[:, 2:], axis=1)
+    yprod = np.prod(y[:, 1:], axis=1)
+    out = np.zeros(len(kind), dtype=np.float64)
+    conv = names == "conv"
+    out[conv] = 2.0 * w[conv, 0] * w[conv, 1] * kprod[conv] * yprod[conv]
+    fc = names == "fc"
+    out[fc] = 2.0 * w[fc, 0] * w[fc, 1] * kprod[fc]
+    pool = (names == "pool_max") | (names == "pool_avg")
+    out[pool] = x[pool, 0] * kprod[pool] * yprod[pool]
+    elementwise = np.isin(names, ["relu", "add", "dropout"])
+    out[elementwise] = np.prod(y[elementwise], axis=1)
+    bnorm = names == "bnorm"
+    out[bnorm] = 4.0 * np.prod(x[bnorm], axis=1)
+    return out
+
+
+def default_active(kind: np.ndarray) -> np.ndarray:
+    """Default filter and channel masks, SPEC section 4: conv and fc; channel skips layer 0."""
+    names = np.array(KINDS)[kind]
+    filt = np.isin(names, ["conv", "fc"])
+    chan = filt.copy()
+    chan[0] = False
+    return np.stack([filt, chan])
+
+
+def _split_sums(active, flops, w_elems, y_elems, split_channels) -> SplitSums:
+    comm = active.copy()
+    comm[-1] = False  # no exchange after the network's last layer
+    chans = split_channels[active]
+    return SplitSums(
+        flops=np.float64(flops[active].sum()),
+        w_elems=np.float64(w_elems[active].sum()),
+        comm_y_elems=np.float64(y_elems[comm].sum()),
+        comm_layers=np.float64(comm.sum()),
+        max_p=np.float64(chans.min() if chans.size else np.inf),
+    )
+
+
+def halo_elems(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Halo faces per sample along the first spatial dimension, SPEC section 4 (spatial a).
+
+    ``h = floor((K1 - 1)/2)`` with K1 = w[2]; ``halo_x = C h prod(x[2:])``,
+    ``halo_dy = F h prod(y[2:])`` with C = x[0], F = y[0] (equal to the weight
+    shape's C and F for conv layers; pooling layers have no weight channels).
+    Returns (h > 0 mask, halo_x + halo_dy).
+    """
+    h = np.where(w[:, 2] > 0, np.floor((w[:, 2] - 1) / 2), 0)
+    hx = x[:, 0] * h * np.prod(x[:, 2:], axis=1)
+    hy = y[:, 0] * h * np.prod(y[:, 2:], axis=1)
+    return h > 0, hx + hy
+
+
+def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
+    names = np.array(KINDS)[layers.kind]
+    has_halo, halo = halo_elems(layers.x, layers.w, layers.y)
+    y_elems = np.prod(layers.y, axis=1)
+    extent = np.minimum(layers.x[:, 1], layers.y[:, 1]).astype(np.float64)
+    if layers.overridden[0]:
+        a = layers.active[0].astype(bool)
+        last = np.flatnonzero(a)
+        return SpatialTable(
+            neg_prefix_min=np.zeros(0),
+            flops=np.array([flops[a].sum()]),
+            act_elems=np.array([act[a & ~in_place].sum()]),
+            halo_layers=np.array([float((a & has_halo).sum())]),
+            halo_elems=np.array([halo[a & has_halo].sum()]),
+            y_last_elems=np.array([y_elems[last[-1]] if last.size else 0.0]),
+            max_p=np.array([extent[a].min() if a.any() else 0.0]),
+        )
+    fc = np.flatnonzero(names == "fc")
+    cap = int(fc[0]) if fc.size else len(names)
+    prefix_min = np.minimum.accumulate(extent[:cap]) if cap else np.zeros(0)
+
+    def cum(v):
+        return np.concatenate([[0.0], np.cumsum(v[:cap])])
+
+    return SpatialTable(
+        neg_prefix_min=-prefix_min,
+        flops=cum(flops),
+        act_elems=cum(np.where(in_place, 0.0, act)),
+        halo_layers=cum(has_halo.astype(np.float64)),
+        halo_elems=cum(np.where(has_halo, halo, 0.0)),
+        y_last_elems=np.concatenate([[0.0], y_elems[:cap]]),
+        max_p=np.concatenate([[0.0], prefix_min]),
+    )
+
+
+def minmax_partition(cost: np.ndarray, p: int) -> list[int]:
+    """Exact min-max contiguous partition of ``cost`` into ``p`` groups (SPEC section 4).
+
+    Finds the smallest largest-group sum t* (binary search over the sums of
+    contiguous runs, greedy feasibility check), then builds groups from the
+    first layer on, each taking layers while its sum stays <= t* and enough
+    layers remain to give every later group at least one. Returns the group
+    start indices. Costs are exact integers (FLOPs), so comparisons are exact.
+    """
+    g = len(cost)
+    if not 1 <= p <= g:
+        raise ValueError(f"p={p} outside 1..{g}")
+    prefix = np.concatenate([[0.0], np.cumsum(cost)])
+    candidates = np.unique((prefix[None, :] - prefix[:, None])[np.triu_indices(g + 1, 1)])
+    candidates = candidates[candidates >= cost.max()]
+
+    def groups_needed(limit: float) -> int:
+        count, run = 1, 0.0
+        for c in cost:
+            if run + c > limit:
+                count, run = count + 1, c
+            else:
+                run += c
+        return count
+
+    lo, hi = 0, len(candidates) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if groups_needed(candidates[mid]) <= p:
+            hi = mid
+        else:
+            lo = mid + 1
+    best = candidates[lo]
+    starts, run = [0], 0.0
+    for layer, c in enumerate(cost):
+        if layer > 0:
+            groups_left_after = p - len(starts)  # groups still to open after this one
+            if run + c > best or g - layer <= groups_left_after:
+                starts.append(layer)
+                run = 0.0
+        run += c
+    assert len(starts) == p, (len(starts), p)
+    return starts
+
+
+def _pipeline_table(flops, w_elems, act_nip, y_elems) -> PipelineTable:
+    g = len(flops)
+    flops_max = np.zeros(g + 1)
+    w_max = np.zeros(g + 1)
+    y_bound = np.zeros(g + 1)
+    group_act = np.zeros((g + 1, g))
+    group_w = np.zeros((g + 1, g))
+    for p in range(1, g + 1):
+        starts = minmax_partition(flops, p)
+        bounds = [*starts, g]
+        for i in range(p):
+            lo, hi = bounds[i], bounds[i + 1]
+            flops_max[p] = max(flops_max[p], flops[lo:hi].sum())
+            group_w[p, i] = w_elems[lo:hi].sum()
+            group_act[p, i] = act_nip[lo:hi].sum()
+            if i < p - 1:
+                y_bound[p] = max(y_bound[p], y_elems[hi - 1])
+        w_max[p] = group_w[p].max()
+    return PipelineTable(flops_max, w_max, y_bound, group_act, group_w)
+
+
+def build_net(
+    layers: LayerArrays,
+    dataset_samples: int,
+    t_measured_s: float = 0.0,
+    ref_rate_flops: float = 1.0,
+) -> Net:
+    """Precompute a :class:`Net` from per-layer shapes (SPEC sections 1 and 4).
+
+    ``t_measured_s`` is the network's measured per-sample training time on a
+    machine whose ``gpu_flops * efficiency`` is ``ref_rate_flops``; 0 means
+    compute time comes from FLOPs.
+    """
+    x, w, y = (np.asarray(a, dtype=np.float64) for a in (layers.x, layers.w, layers.y))
+    layers = layers._replace(x=x, w=w, y=y)
+    names = np.array(KINDS)[layers.kind]
+    flops = 3.0 * forward_flops(layers.kind, x, w, y)
+    w_elems = np.prod(w, axis=1)
+    x_elems = np.prod(x, axis=1)
+    y_elems = np.prod(y, axis=1)
+    in_place = np.isin(names, list(IN_PLACE))
+    act = x_elems + y_elems
+    act_nip = np.where(in_place, 0.0, act)
+    defaults = default_active(layers.kind)
+    masks = [
+        layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1]
+        for f in (1, 2)
+    ]
+    return Net(
+        dataset_samples=np.float64(dataset_samples),
+        n_layers=np.float64(len(flops)),
+        flops=np.float64(flops.sum()),
+        w_elems=np.float64(w_elems.sum()),
+        act_elems=np.float64(act_nip.sum()),
+        t_measured_s=np.float64(t_measured_s),
+        ref_rate_flops=np.float64(ref_rate_flops),
+        filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0]),
+        channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x)),
+        spatial=_spatial_table(layers, flops, act, in_place),
+        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems),
+    )
+
+
+def _channel_split(x: np.ndarray) -> np.ndarray:
+    """Channel counts limiting channel parallelism: x[0], the first layer excepted (SPEC 4)."""
+    chans = x[:, 0].copy()
+    chans[0] = np.inf
+    return chans

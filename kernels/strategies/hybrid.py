@@ -1,0 +1,127 @@
+"""Hybrid strategies: data+filter and data+spatial (SPEC section 4).
+
+p = p1 * p2: the model-parallel strategy runs inside groups of p2 GPUs (by
+default one node), data parallelism across the p1 groups, B = b * p1. They
+reuse the pure strategies' pieces: :func:`~kernels.strategies.filter.layerwise_traffic`
+and :func:`~kernels.strategies.spatial.spatial_traffic`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from kernels import collectives, terms
+from kernels import machine as mach
+from kernels.machine import Machine
+from kernels.network import Net
+from kernels.strategies.filter import layerwise_traffic
+from kernels.strategies.spatial import spatial_memory, spatial_share, spatial_traffic
+from kernels.terms import Config, Cost
+
+
+def _grouping(cfg: Config):
+    """(p1, p2, misfit): misfit when p2 does not divide p, or p < p2 (SPEC section 5 defaults)."""
+    p, p2 = cfg.p, cfg.p2
+    p1 = p / p2
+    misfit = (p2 < 1) | (p < p2) | (jnp.round(p1) * p2 != p)
+    return p1, p2, misfit
+
+
+def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
+    """Data+filter, SPEC section 4.
+
+    .. math::
+        T_{comp} = \\tfrac{D}{p_1}(\\textstyle\\sum_a t/p_2 + \\sum_i t)
+                   + I(\\sum_a u/p_2 + \\sum_i u)
+
+        T_{comm} = I\\,[\\sum_{a,l<G} 3(p_2-1)(\\alpha_{p_2} + b\\delta y_l\\beta_{p_2}/p_2)
+                   + T_{ar}(p_1, \\delta(\\sum_a w/p_2 + \\sum_i w))]
+
+        M = 2\\delta A(b) + 2\\delta(\\sum_a w/p_2 + \\sum_i w)
+
+    The inter-group allreduce uses the link of all p GPUs with the
+    inter-node bandwidth divided by ``max(1, gpus_per_node/nics_per_node)``
+    (every GPU of a node is in such a ring at once).
+    """
+    p1, p2, misfit = _grouping(cfg)
+    big_b = cfg.b * p1
+    its = terms.iterations(net.dataset_samples, big_b)
+    sums = net.filter
+    shard_w = terms.split_sum(sums.w_elems, net.w_elems, p2)
+    comp = net.dataset_samples / p1 * terms.split_sum(sums.flops, net.flops, p2) * (
+        terms.sec_per_flop(net, machine)
+    ) + its * terms.update_s(machine, shard_w)
+    delta = machine.bytes_per_element
+    intra = layerwise_traffic(sums, p2, cfg.b, delta, mach.link(machine, p2))
+    inter_lk = mach.link(machine, cfg.p, mach.nic_share(machine, machine.gpus_per_node))
+    grad = collectives.allreduce_s(machine.allreduce_algo, p1, delta * shard_w, *inter_lk)
+    mem = terms.memory_bytes(machine, cfg.b * net.act_elems, shard_w)
+    zero = terms.zeros_like(comp)
+    return Cost(
+        p=cfg.p,
+        p1=p1,
+        p2=p2,
+        b=cfg.b,
+        B=big_b,
+        S=jnp.ones_like(p1),
+        iterations=its,
+        t_comp_s=comp,
+        t_allreduce_s=its * (intra.allreduce_s + grad),
+        t_allgather_s=its * intra.allgather_s,
+        t_halo_s=zero,
+        t_p2p_s=zero,
+        mem_bytes=mem,
+        limit=terms.limit_code(machine, mem, misfit | (p2 > sums.max_p), cfg.b < 1),
+    )
+
+
+def data_spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
+    """Data+spatial, SPEC section 4.
+
+    .. math::
+        T_{comp} = \\tfrac{D}{p_1}(\\textstyle\\sum_a t/p_2 + \\sum_i t) + I\\sum u
+
+        T_{comm} = I\\,[T_{halo}(b) + 2T_{ag}(p_2, b\\delta y_{last})
+                   + T_{ar}(p_2, W) + T_{ar}(p_1, W)]
+
+        M = 2\\delta(b\\textstyle\\sum_a(x+y)/p_2 + b\\sum_i(x+y)) + 2W
+
+    Halo, allgather and the intra-group allreduce use the link of p2 GPUs; the
+    leaders' allreduce uses the link of all p GPUs, the inter-node bandwidth
+    divided by ``max(1, k/nics_per_node)`` with ``k = max(1, gpus_per_node/p2)``
+    leaders per node. The active layers follow the group size p2.
+    """
+    p1, p2, misfit = _grouping(cfg)
+    big_b = cfg.b * p1
+    its = terms.iterations(net.dataset_samples, big_b)
+    share = spatial_share(net.spatial, p2)
+    comp = net.dataset_samples / p1 * terms.split_sum(share.flops, net.flops, p2) * (
+        terms.sec_per_flop(net, machine)
+    ) + its * terms.update_s(machine, net.w_elems)
+    delta = machine.bytes_per_element
+    weight_bytes = delta * net.w_elems
+    group_lk = mach.link(machine, p2)
+    traffic = spatial_traffic(share, p2, cfg.b, delta, group_lk)
+    leaders = jnp.maximum(1.0, machine.gpus_per_node / p2)
+    inter_lk = mach.link(machine, cfg.p, mach.nic_share(machine, leaders))
+    algo = machine.allreduce_algo
+    grad = collectives.allreduce_s(algo, p2, weight_bytes, *group_lk) + collectives.allreduce_s(
+        algo, p1, weight_bytes, *inter_lk
+    )
+    mem = spatial_memory(machine, net, share, p2, cfg.b)
+    return Cost(
+        p=cfg.p,
+        p1=p1,
+        p2=p2,
+        b=cfg.b,
+        B=big_b,
+        S=jnp.ones_like(p1),
+        iterations=its,
+        t_comp_s=comp,
+        t_allreduce_s=its * grad,
+        t_allgather_s=its * traffic.allgather_s,
+        t_halo_s=its * traffic.halo_s,
+        t_p2p_s=terms.zeros_like(comp),
+        mem_bytes=mem,
+        limit=terms.limit_code(machine, mem, misfit | share.over_max_p, cfg.b < 1),
+    )

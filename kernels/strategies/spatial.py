@@ -1,0 +1,118 @@
+"""Spatial parallelism (SPEC section 4, *spatial*)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from kernels import collectives, terms
+from kernels import machine as mach
+from kernels.machine import Link, Machine
+from kernels.network import Net, SpatialTable
+from kernels.terms import Config, Cost
+
+
+class SpatialShare(NamedTuple):
+    """The active layers of a spatial group of n GPUs, read from the table."""
+
+    flops: jax.Array
+    act_elems: jax.Array
+    halo_layers: jax.Array
+    halo_elems: jax.Array
+    y_last_elems: jax.Array
+    over_max_p: jax.Array
+
+
+def spatial_share(table: SpatialTable, n) -> SpatialShare:
+    """Active-layer sums for a group of ``n`` GPUs, SPEC section 4 "Which layers are active".
+
+    Default: the longest prefix before the first fc layer whose extents
+    x[1], y[1] are all >= n (a table row per prefix length, found by binary
+    search). With a fixed override the table has one row. A group that can
+    split no layer, or exceeds the smallest split extent, is over ``max_p``.
+    """
+    row = jnp.searchsorted(table.neg_prefix_min, -n, side="right")
+    return SpatialShare(
+        flops=table.flops[row],
+        act_elems=table.act_elems[row],
+        halo_layers=table.halo_layers[row],
+        halo_elems=table.halo_elems[row],
+        y_last_elems=table.y_last_elems[row],
+        over_max_p=(n > table.max_p[row]) | (n < 1),
+    )
+
+
+class SpatialTraffic(NamedTuple):
+    """Per-iteration halo exchange and exit allgather of a spatial group."""
+
+    halo_s: jax.Array
+    allgather_s: jax.Array
+
+
+def spatial_traffic(share: SpatialShare, n, batch, delta, lk: Link) -> SpatialTraffic:
+    """Spatial exchange per iteration for ``batch`` samples, SPEC section 4 (a) and (b).
+
+    .. math::
+        T_{halo} = \\sum_{active, h>0} 2[(\\alpha + B\\delta\\,halo_x\\beta)
+                   + (\\alpha + B\\delta\\,halo_{dy}\\beta)],\\quad
+        T_{ag} = 2\\,T_{ag}(n, B\\delta y_{last})
+
+    A group of one GPU has no neighbours and exchanges nothing.
+    """
+    halo = 2.0 * (
+        2.0 * share.halo_layers * lk.alpha_s
+        + collectives.p2p_s(batch * delta * share.halo_elems, 0.0, lk.beta_s_per_byte)
+    )
+    halo = jnp.where(n > 1, halo, 0.0)
+    gather = 2.0 * collectives.ring_allgather_s(
+        n, batch * delta * share.y_last_elems, lk.alpha_s, lk.beta_s_per_byte
+    )
+    return SpatialTraffic(halo, gather)
+
+
+def spatial_memory(machine: Machine, net: Net, share: SpatialShare, n, batch):
+    """``2 delta (B sum_a(x+y)/n + B sum_i(x+y)) + 2W``, SPEC section 4 (spatial)."""
+    act = batch * terms.split_sum(share.act_elems, net.act_elems, n)
+    return terms.memory_bytes(machine, act, net.w_elems)
+
+
+def spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
+    """Spatial parallel, SPEC section 4: p GPUs split the active layers' first spatial dim.
+
+    .. math::
+        T_{comp} = D(\\textstyle\\sum_a t/p + \\sum_i t) + I\\sum u,\\quad
+        T_{comm} = I\\,[T_{halo} + 2T_{ag}(p, B\\delta y_{last}) + T_{ar}(p, W)]
+
+    B = b, all on the link of the p GPUs.
+    """
+    p = cfg.p
+    big_b = cfg.b
+    its = terms.iterations(net.dataset_samples, big_b)
+    share = spatial_share(net.spatial, p)
+    comp = net.dataset_samples * terms.split_sum(share.flops, net.flops, p) * terms.sec_per_flop(
+        net, machine
+    ) + its * terms.update_s(machine, net.w_elems)
+    lk = mach.link(machine, p)
+    delta = machine.bytes_per_element
+    traffic = spatial_traffic(share, p, big_b, delta, lk)
+    allreduce = mach.gradient_allreduce_s(machine, p, delta * net.w_elems, lk)
+    mem = spatial_memory(machine, net, share, p, big_b)
+    one = jnp.ones_like(p)
+    return Cost(
+        p=p,
+        p1=one,
+        p2=p,
+        b=cfg.b,
+        B=big_b,
+        S=one,
+        iterations=its,
+        t_comp_s=comp,
+        t_allreduce_s=its * allreduce,
+        t_allgather_s=its * traffic.allgather_s,
+        t_halo_s=its * traffic.halo_s,
+        t_p2p_s=terms.zeros_like(comp),
+        mem_bytes=mem,
+        limit=terms.limit_code(machine, mem, share.over_max_p, big_b < 1),
+    )

@@ -1,0 +1,120 @@
+"""Configuration, result type, and the compute and memory terms (SPEC sections 1 and 4).
+
+The strategy modules compose these with :mod:`kernels.collectives` and
+:mod:`kernels.machine`; no formula is written twice.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from kernels.machine import Machine
+from kernels.network import Net
+
+#: ``Cost.limit`` codes, index into this tuple (SPEC section 6, column ``limit``).
+LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch")
+OK, MEMORY, MAX_P, BATCH = 0, 1, 2, 3
+
+
+class Config(NamedTuple):
+    """One configuration: GPUs p, samples per data-parallel replica b, group size p2, micro-batches S."""
+
+    p: jax.Array
+    b: jax.Array
+    p2: jax.Array
+    S: jax.Array
+
+
+class Cost(NamedTuple):
+    """Per-epoch cost of one configuration (SPEC section 4). One field = one column."""
+
+    p: jax.Array
+    p1: jax.Array
+    p2: jax.Array
+    b: jax.Array
+    B: jax.Array
+    S: jax.Array
+    iterations: jax.Array
+    t_comp_s: jax.Array
+    t_allreduce_s: jax.Array
+    t_allgather_s: jax.Array
+    t_halo_s: jax.Array
+    t_p2p_s: jax.Array
+    mem_bytes: jax.Array
+    limit: jax.Array  # int32 index into LIMITS; checked in order batch, max_p, memory
+
+
+class Derived(NamedTuple):
+    """Columns that follow from a :class:`Cost` (SPEC section 6)."""
+
+    t_comm_s: jax.Array
+    t_epoch_s: jax.Array
+    t_iter_s: jax.Array
+    feasible: jax.Array
+    gpu_hours: jax.Array
+
+
+def derive(cost: Cost) -> Derived:
+    """``t_comm = allreduce + allgather + halo + p2p``, ``t_epoch = comp + comm``,
+    ``t_iter = t_epoch / I``, ``gpu_hours = p * t_epoch / 3600`` (SPEC section 6)."""
+    t_comm = cost.t_allreduce_s + cost.t_allgather_s + cost.t_halo_s + cost.t_p2p_s
+    t_epoch = cost.t_comp_s + t_comm
+    return Derived(
+        t_comm_s=t_comm,
+        t_epoch_s=t_epoch,
+        t_iter_s=t_epoch / cost.iterations,
+        feasible=cost.limit == OK,
+        gpu_hours=cost.p * t_epoch / 3600.0,
+    )
+
+
+def iterations(dataset_samples, batch):
+    """Iterations per epoch, ``I = ceil(D / B)`` (SPEC section 1), exact for D < 2**24 in float32."""
+    q = jnp.ceil(dataset_samples / batch)
+    q = jnp.where((q - 1) * batch >= dataset_samples, q - 1, q)
+    return jnp.where(q * batch < dataset_samples, q + 1, q)
+
+
+def sec_per_flop(net: Net, machine: Machine):
+    """Seconds per training FLOP, SPEC section 1.
+
+    From FLOPs, ``1 / (gpu_flops * efficiency)``. With a measured per-sample
+    time T, ``t_l = T * flops_l / sum(flops)``, scaled by how much faster the
+    machine's ``gpu_flops * efficiency`` is than the rate the measurement
+    belongs to (a ratio of exactly 1 on the measured machine).
+    """
+    rate = machine.gpu_flops * machine.efficiency
+    measured = net.t_measured_s / net.flops * net.ref_rate_flops / rate
+    return jnp.where(net.t_measured_s > 0, measured, 1.0 / rate)
+
+
+def update_s(machine: Machine, w_elems):
+    """Weight-update time per iteration, SPEC section 1: ``wu_passes * delta * w / gpu_mem_bw``."""
+    return machine.wu_passes * machine.bytes_per_element * w_elems / machine.gpu_mem_bw_Bps
+
+
+def split_sum(active, total, parts):
+    """``sum_active / parts + sum_inactive``: the share one of ``parts`` GPUs holds."""
+    return active / parts + (total - active)
+
+
+def memory_bytes(machine: Machine, act_elems, w_elems):
+    """ParaDL's conservative memory, SPEC section 1: ``2 delta (activations + weights)``."""
+    return 2.0 * machine.bytes_per_element * (act_elems + w_elems)
+
+
+def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch):
+    """First failing reason in the order batch, max_p, memory (SPEC section 6 ``limit``)."""
+    return jnp.select(
+        [over_batch, over_max_p, mem_bytes > machine.gpu_mem_bytes],
+        [BATCH, MAX_P, MEMORY],
+        OK,
+    ).astype(jnp.int32)
+
+
+def zeros_like(x):
+    """A zero of ``x``'s shape and dtype, for terms a strategy does not have."""
+    return jnp.zeros_like(x)

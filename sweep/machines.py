@@ -1,0 +1,207 @@
+"""Machine profiles: TOML files with SI units in their keys (SPEC section 3).
+
+:class:`MachineProfile` is the validated file; :meth:`MachineProfile.pytree`
+gives the kernels' :class:`~kernels.Machine`. Built-in profiles live in
+``grids/machines/``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+import grids
+from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, Machine
+from sweep.errors import InputError, where
+from sweep.models import read_toml
+
+#: Top-level scalar keys of a machine file, with defaults (None = required).
+TOP_KEYS: dict[str, float | None] = {
+    "gpu_flops": None,
+    "efficiency": 1.0,
+    "gpu_mem_bytes": None,
+    "gpu_mem_bw_Bps": None,
+    "gpus_per_node": None,
+    "nics_per_node": 1.0,
+    "bytes_per_element": 4.0,
+    "wu_passes": 3.0,
+}
+#: Parameters that must be > 0 (the rest: wu_passes >= 0, efficiency in (0, 1]).
+POSITIVE = {
+    "gpu_flops",
+    "gpu_mem_bytes",
+    "gpu_mem_bw_Bps",
+    "gpus_per_node",
+    "nics_per_node",
+    "bytes_per_element",
+    "intra_alpha_s",
+    "intra_bandwidth_Bps",
+    "inter_alpha_s",
+    "inter_bandwidth_Bps",
+}
+
+
+def check_param(name: str, value, origin: str) -> float:
+    """Validate one scalar machine parameter; returns it as float (algorithm names to codes)."""
+    if name not in SCALAR_PARAMS:
+        raise InputError(f"unknown machine parameter (known: {', '.join(SCALAR_PARAMS)})", where(origin, key=name))
+    if name == "allreduce_algo":
+        if value in ALLREDUCE_ALGOS:
+            return float(ALLREDUCE_ALGOS[value])
+        if isinstance(value, int | float) and not isinstance(value, bool) and value in ALLREDUCE_ALGOS.values():
+            return float(value)
+        raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=name))
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"must be a number, got {value!r}", where(origin, key=name))
+    value = float(value)
+    if name in POSITIVE and value <= 0:
+        raise InputError(f"must be > 0, got {value:g}", where(origin, key=name))
+    if name == "wu_passes" and value < 0:
+        raise InputError(f"must be >= 0, got {value:g}", where(origin, key=name))
+    if name == "efficiency" and not 0 < value <= 1:
+        raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=name))
+    if name in ("gpus_per_node", "nics_per_node") and value != int(value):
+        raise InputError(f"must be a whole number, got {value:g}", where(origin, key=name))
+    return value
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    """A validated machine file. ``params`` holds the scalars of :data:`kernels.SCALAR_PARAMS`
+    except the inter-level ones, which are the per-level lists."""
+
+    name: str
+    params: dict[str, float]
+    inter_span_nodes: tuple[float, ...]
+    inter_alpha_s: tuple[float, ...]
+    inter_bandwidth_Bps: tuple[float, ...]
+    description: str = ""
+    source: str = ""
+    overrides: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ref_rate_flops(self) -> float:
+        """gpu_flops * efficiency of the profile as written (before overrides)."""
+        return self.params["gpu_flops"] * self.params["efficiency"]
+
+    def with_overrides(self, values: dict[str, float], origin: str = "--set") -> MachineProfile:
+        """Validated overrides, applied in the kernels by :func:`kernels.with_params`."""
+        checked = {k: check_param(k, v, origin) for k, v in values.items()}
+        return replace(self, overrides={**self.overrides, **checked})
+
+    def pytree(self, dtype=np.float64) -> Machine:
+        """The kernels' machine, base values only (apply ``overrides`` with :func:`kernels.with_params`)."""
+        p = {k: np.asarray(v, dtype=dtype) for k, v in self.params.items()}
+        return Machine(
+            **p,
+            inter_span_nodes=np.asarray(self.inter_span_nodes, dtype=dtype),
+            inter_alpha_s=np.asarray(self.inter_alpha_s, dtype=dtype),
+            inter_bandwidth_Bps=np.asarray(self.inter_bandwidth_Bps, dtype=dtype),
+        )
+
+    def value(self, name: str) -> float:
+        """Effective value of a scalar parameter (first inter level for the inter ones)."""
+        if name in self.overrides:
+            return self.overrides[name]
+        if name == "inter_alpha_s":
+            return self.inter_alpha_s[0]
+        if name == "inter_bandwidth_Bps":
+            return self.inter_bandwidth_Bps[0]
+        return self.params[name]
+
+    def describe(self) -> dict:
+        """A JSON-able description for Parquet metadata and ``sweep machines``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "params": self.params,
+            "inter": [
+                {"span_nodes": s, "alpha_s": a, "bandwidth_Bps": b}
+                for s, a, b in zip(self.inter_span_nodes, self.inter_alpha_s, self.inter_bandwidth_Bps, strict=True)
+            ],
+            "overrides": self.overrides,
+            "source": self.source,
+        }
+
+
+def parse_machine(doc: dict, origin: str) -> MachineProfile:
+    """Validate a parsed machine TOML document."""
+    known = set(TOP_KEYS) | {"name", "description", "sources", "allreduce_algo", "intra", "inter"}
+    for key in doc:
+        if key not in known:
+            raise InputError("unknown key", where(origin, key=key))
+    params: dict[str, float] = {}
+    for key, default in TOP_KEYS.items():
+        if key not in doc:
+            if default is None:
+                raise InputError("missing required key", where(origin, key=key))
+            params[key] = default
+        else:
+            params[key] = check_param(key, doc[key], origin)
+    params["allreduce_algo"] = check_param("allreduce_algo", doc.get("allreduce_algo", "ring"), origin)
+    intra = doc.get("intra")
+    if not isinstance(intra, dict):
+        raise InputError("missing [intra] table (alpha_s, bandwidth_Bps)", where(origin, key="intra"))
+    for key in intra:
+        if key not in ("alpha_s", "bandwidth_Bps"):
+            raise InputError("unknown key", where(origin, key=f"intra.{key}"))
+    for key in ("alpha_s", "bandwidth_Bps"):
+        if key not in intra:
+            raise InputError("missing required key", where(origin, key=f"intra.{key}"))
+        params[f"intra_{key}"] = check_param(f"intra_{key}", intra[key], origin)
+    inter = doc.get("inter")
+    if not isinstance(inter, list) or not inter:
+        raise InputError("needs at least one [[inter]] level", where(origin, key="inter"))
+    spans, alphas, bws = [], [], []
+    for i, level in enumerate(inter):
+        last = i == len(inter) - 1
+        for key in level:
+            if key not in ("span_nodes", "alpha_s", "bandwidth_Bps"):
+                raise InputError("unknown key", where(origin, key=f"inter[{i}].{key}"))
+        for key in ("alpha_s", "bandwidth_Bps"):
+            if key not in level:
+                raise InputError("missing required key", where(origin, key=f"inter[{i}].{key}"))
+        alphas.append(check_param("inter_alpha_s", level["alpha_s"], f"{origin}: inter[{i}]"))
+        bws.append(check_param("inter_bandwidth_Bps", level["bandwidth_Bps"], f"{origin}: inter[{i}]"))
+        span = level.get("span_nodes")
+        if span is None:
+            if not last:
+                raise InputError("only the last level may omit span_nodes", where(origin, key=f"inter[{i}].span_nodes"))
+            spans.append(math.inf)
+        else:
+            if isinstance(span, bool) or not isinstance(span, int) or span < 1:
+                raise InputError("must be an integer >= 1", where(origin, key=f"inter[{i}].span_nodes"))
+            if spans and span <= spans[-1]:
+                raise InputError("spans must increase from level to level", where(origin, key=f"inter[{i}].span_nodes"))
+            spans.append(float(span) if not last else math.inf)
+    return MachineProfile(
+        name=str(doc.get("name", Path(origin).stem)),
+        params=params,
+        inter_span_nodes=tuple(spans),
+        inter_alpha_s=tuple(alphas),
+        inter_bandwidth_Bps=tuple(bws),
+        description=str(doc.get("description", "")),
+        source=origin,
+    )
+
+
+def builtin_names() -> list[str]:
+    """Names of the built-in machine profiles."""
+    return sorted(p.stem for p in grids.MACHINES.glob("*.toml"))
+
+
+def load_machine(spec: str | Path, base: Path | None = None) -> MachineProfile:
+    """A built-in profile by name, or a ``.toml`` path."""
+    text = str(spec)
+    if text in builtin_names():
+        path = grids.MACHINES / f"{text}.toml"
+        return parse_machine(read_toml(path), text)
+    path = Path(text)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if path.suffix != ".toml":
+        raise InputError(f"unknown machine '{text}': not a built-in ({', '.join(builtin_names())}) nor a .toml file")
+    return parse_machine(read_toml(path), str(path))
