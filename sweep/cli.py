@@ -1,0 +1,184 @@
+"""The ``sweep`` command line (SPEC section 7): a thin click layer over the library.
+
+Every user mistake surfaces as :class:`sweep.errors.InputError` and is printed
+as one line ``error: ...`` with exit status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import warnings
+
+import click
+
+from sweep.errors import InputError
+
+EXIT_INPUT = 2
+
+
+def _one_line_warnings() -> None:
+    def show(message, category, filename, lineno, file=None, line=None):
+        click.echo(f"warning: {message}", err=True)
+
+    warnings.showwarning = show
+
+
+def handle_errors(fn):
+    """Turn :class:`InputError` into ``error: ...`` on stderr and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except InputError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(EXIT_INPUT)
+
+    return wrapper
+
+
+def parse_set(values: tuple[str, ...]) -> dict[str, float | str]:
+    """``--set KEY=VALUE`` pairs; numbers parsed as floats, other values kept as text."""
+    out: dict[str, float | str] = {}
+    for item in values:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set expects KEY=VALUE, got '{item}'")
+        try:
+            out[key.strip()] = float(text)
+        except ValueError:
+            out[key.strip()] = text.strip()
+    return out
+
+
+def _enable_x64() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="paradl-sweep")
+def cli() -> None:
+    """Design-space explorer for parallel CNN training (the ParaDL oracle, vectorized).
+
+    \b
+    Example:
+      sweep estimate --model resnet50 --machine abci --strategy data --p 1024 --b 32
+    """
+    _one_line_warnings()
+
+
+@cli.command()
+@click.option("--model", "model_spec", required=True, help="Built-in name, or a .toml/.net/.net_sc path.")
+@click.option("--lc", type=click.Path(dir_okay=False), help="ParaDL .lc layer-config file for a .net model.")
+@click.option("--machine", "machine_spec", required=True, help="Built-in name or a .toml path.")
+@click.option("--strategy", required=True, help="serial, data, spatial, pipeline, filter, channel, data+filter, data+spatial.")
+@click.option("--p", "p", type=int, required=True, help="Total number of GPUs.")
+@click.option("--b", "b", type=int, required=True, help="Samples per data-parallel replica.")
+@click.option("--p2", "p2", type=int, default=None, help="GPUs per group of the hybrids [gpus_per_node].")
+@click.option("--S", "S", type=int, default=None, help="Pipeline micro-batches [p].")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@handle_errors
+def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json) -> None:
+    """Every output column for one configuration (SPEC section 6), in float64.
+
+    \b
+    Example:
+      sweep estimate --model resnet50 --machine abci --strategy data+filter \\
+          --p 1024 --b 32 --set inter_bandwidth_Bps=25e9
+    """
+    _enable_x64()
+    from sweep.evaluate import Bound, check_strategy
+    from sweep.evaluate import estimate as run_estimate
+    from sweep.machines import load_machine
+    from sweep.models import load_model
+
+    check_strategy(strategy)
+    profile = load_machine(machine_spec).with_overrides(parse_set(sets))
+    bound = Bound.of(load_model(model_spec, lc=lc), profile)
+    row = run_estimate(bound, strategy, p, b, p2, S)
+    if as_json:
+        click.echo(json.dumps(row))
+        return
+    width = max(map(len, row))
+    for key, value in row.items():
+        click.echo(f"{key:<{width}}  {_fmt(value)}")
+
+
+def _fmt(value) -> str:
+    if isinstance(value, bool) or isinstance(value, str):
+        return str(value) if value != "" else "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.6g}"
+
+
+@cli.command()
+@handle_errors
+def models() -> None:
+    """List the built-in models.
+
+    \b
+    Example:
+      sweep models
+    """
+    from kernels.network import forward_flops
+    from sweep.architectures import BUILTIN
+    from sweep.models import to_arrays
+
+    click.echo(f"{'name':<15} {'dataset':<10} {'samples':>10} {'layers':>6} {'weights':>12} {'GFLOP/sample':>12}  measured")
+    for name, build in BUILTIN.items():
+        model = build()
+        arrays = to_arrays(model)
+        gflop = 3 * forward_flops(arrays.kind, arrays.x, arrays.w, arrays.y).sum() / 1e9
+        info = model.describe()
+        measured = ", ".join(f"{k} {v * 1e3:.6g} ms" for k, v in model.measured_s.items()) or "-"
+        click.echo(
+            f"{name:<15} {model.dataset:<10} {model.dataset_samples:>10,} {info['layers']:>6} "
+            f"{info['weights']:>12,} {gflop:>12.2f}  {measured}"
+        )
+
+
+@cli.command()
+@handle_errors
+def machines() -> None:
+    """List the built-in machine profiles.
+
+    \b
+    Example:
+      sweep machines
+    """
+    from sweep.machines import builtin_names, load_machine
+
+    for name in builtin_names():
+        profile = load_machine(name)
+        click.echo(f"{name:<12} {profile.description}")
+
+
+def main() -> None:
+    """Console entry point: click usage errors also print one line and exit 2."""
+    try:
+        cli.main(standalone_mode=False, prog_name="sweep")
+    except click.UsageError as err:
+        if type(err).__name__ == "NoArgsIsHelpError" and err.ctx is not None:
+            click.echo(err.ctx.get_help())
+            return
+        click.echo(f"error: {err.format_message()}", err=True)
+        sys.exit(EXIT_INPUT)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except (BrokenPipeError, KeyboardInterrupt):
+        os._exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

@@ -1,0 +1,141 @@
+"""Wiring between files and kernels: one strategy on one bound model and machine.
+
+:func:`point_fn` returns the per-configuration function that the engine
+vmaps and ``sweep estimate`` calls once; :data:`COLUMNS` is SPEC section 6's
+column order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kernels import LIMITS, SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive, with_params
+from sweep.errors import InputError
+from sweep.machines import MachineProfile
+from sweep.models import Model, bind
+
+#: Integer-valued configuration columns.
+CONFIG_COLUMNS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
+#: Float result columns, in output order (SPEC section 6).
+RESULT_COLUMNS: tuple[str, ...] = (
+    "t_comp_s",
+    "t_comm_s",
+    "t_epoch_s",
+    "t_iter_s",
+    "t_allreduce_s",
+    "t_allgather_s",
+    "t_halo_s",
+    "t_p2p_s",
+    "mem_bytes",
+    "gpu_hours",
+)
+#: Strategies whose rows use the p2 axis, and the one that uses S.
+HYBRIDS = frozenset({"data+filter", "data+spatial"})
+PIPELINE = "pipeline"
+
+
+def check_strategy(name: str) -> str:
+    """An :class:`InputError` for an unknown strategy name."""
+    if name not in STRATEGIES:
+        raise InputError(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES)})")
+    return name
+
+
+def uses_axis(strategy: str, axis: str) -> bool:
+    """Whether a strategy's rows multiply by an axis (SPEC section 5): p2 for hybrids, S for pipeline."""
+    if axis == "p":
+        return strategy != "serial"
+    if axis == "p2":
+        return strategy in HYBRIDS
+    if axis == "S":
+        return strategy == PIPELINE
+    return True
+
+
+def point_fn(strategy: str, swept: Sequence[str]) -> Callable:
+    """``f(net, machine, cfg, values) -> (Cost, Derived)`` for one configuration.
+
+    ``values`` is a tuple of the swept machine parameters, in the order of
+    ``swept``, applied with :func:`kernels.with_params`.
+    """
+    kernel = STRATEGIES[strategy]
+
+    def f(net: Net, machine, cfg: Config, values: tuple) -> tuple[Cost, Derived]:
+        if swept:
+            machine = with_params(machine, **dict(zip(swept, values, strict=True)))
+        cost = kernel(net, machine, cfg)
+        return cost, derive(cost)
+
+    return f
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A model bound to a machine profile: the kernels' Net and Machine, as numpy."""
+
+    model: Model
+    profile: MachineProfile
+    net: Net
+
+    @classmethod
+    def of(cls, model: Model, profile: MachineProfile) -> Bound:
+        return cls(model, profile, bind(model, profile.name, profile.ref_rate_flops))
+
+
+def default_p2(profile: MachineProfile) -> int:
+    """p2 = gpus_per_node by default (SPEC section 5)."""
+    return int(profile.value("gpus_per_node"))
+
+
+def estimate(
+    bound: Bound,
+    strategy: str,
+    p: int,
+    b: int,
+    p2: int | None = None,
+    S: int | None = None,
+) -> dict:
+    """All SPEC section 6 columns of one configuration.
+
+    Evaluated in float64 when JAX's x64 mode is on (the CLI turns it on for
+    ``sweep estimate``), else in float32.
+    """
+    check_strategy(strategy)
+    for name, value in (("p", p), ("b", b), ("p2", p2), ("S", S)):
+        if value is not None and value < 1:
+            raise InputError(f"--{name} must be >= 1, got {value}")
+    profile = bound.profile
+    p2 = default_p2(profile) if p2 is None else p2
+    S = p if S is None else S
+    overrides = dict(profile.overrides)
+    names = tuple(overrides)
+    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    f = point_fn(strategy, names)
+    machine = profile.pytree(dtype)
+    cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S)))
+    values = tuple(jnp.asarray(overrides[k], dtype) for k in names)
+    cost, derived = f(bound.net, machine, cfg, values)
+    return row_dict(bound, strategy, cost, derived, overrides)
+
+
+def row_dict(bound: Bound, strategy: str, cost: Cost, derived: Derived, overrides: Mapping[str, float]) -> dict:
+    """One row as a plain dict in SPEC section 6 order."""
+    row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
+    for name in CONFIG_COLUMNS:
+        value = float(getattr(cost, name))
+        row[name] = int(round(value)) if math.isfinite(value) and value == round(value) else value
+    for name in SCALAR_PARAMS:
+        if name in overrides:
+            row[name] = float(overrides[name])
+    merged = {**cost._asdict(), **derived._asdict()}
+    for name in RESULT_COLUMNS:
+        row[name] = float(merged[name])
+    row["feasible"] = bool(derived.feasible)
+    row["limit"] = LIMITS[int(cost.limit)]
+    return row
