@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import warnings
+from pathlib import Path
 
 import click
 
@@ -108,6 +109,100 @@ def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json)
     width = max(map(len, row))
     for key, value in row.items():
         click.echo(f"{key:<{width}}  {_fmt(value)}")
+
+
+def _setup_jax_cache() -> None:
+    """Persistent XLA cache, so a second run of the same spec skips compilation."""
+    import jax
+
+    cache = os.environ.get("SWEEP_JAX_CACHE", str(Path.home() / ".cache" / "paradl-sweep" / "jax"))
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@handle_errors
+def plan(spec_path) -> None:
+    """Grid size per strategy, estimated run time and output size, before anything runs.
+
+    \b
+    Example:
+      sweep plan grids/sweeps/paper-resnet50-vgg16.toml
+    """
+    from sweep.grid import load_spec
+    from sweep.grid import plan as make_plan
+
+    p = make_plan(load_spec(spec_path))
+    click.echo(f"sweep '{p.spec.name}': {len(p.jobs)} jobs, {p.size:,} points")
+    for job in p.jobs:
+        axes = " x ".join(f"{k}[{len(v)}]" for k, v in job.axes.items())
+        click.echo(f"  {job.bound.model.name:<16} {job.bound.profile.name:<10} {job.strategy:<13} {job.size:>16,}  {axes}")
+    rate, row_bytes = 5e6, 40
+    click.echo(
+        f"estimate: ~{p.size / rate:,.0f} s at {rate:,.0f} rows/s writing every row "
+        f"(~{p.size * row_bytes / 1e9:,.2f} GB of Parquet); far less with --keep or --only-feasible"
+    )
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", type=click.Path(file_okay=False), help="Output folder [outputs/<spec name>].")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in the same folder.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing sweep in the folder.")
+@click.option("--x64", is_flag=True, help="Compute and write in float64 (default float32).")
+@click.option("--only-feasible", is_flag=True, help="Write only feasible rows.")
+@click.option("--columns", help="Comma-separated columns to write (default all).")
+@click.option("--keep", "keep_text", help="In-stream reduction: pareto:COL,COL or top:K:COL.")
+@click.option("--chunk", type=int, default=1 << 18, show_default=True, help="Points per device chunk.")
+@click.option("--yes", is_flag=True, help=f"Run grids over {10**12:.0e} points.")
+@handle_errors
+def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_text, chunk, yes) -> None:
+    """Run a sweep and stream its rows to a Parquet dataset folder.
+
+    \b
+    Example:
+      sweep run grids/sweeps/paper-resnet50-vgg16.toml -o outputs/paper
+      sweep run grids/sweeps/codesign-resnet50.toml --keep pareto:t_epoch_s,p
+    """
+    import time
+
+    if x64:
+        _enable_x64()
+    _setup_jax_cache()
+    from sweep import engine
+    from sweep.grid import CONFIRM_POINTS, load_spec
+    from sweep.grid import plan as make_plan
+    from sweep.run import Interrupted, RunOptions, parse_keep, run_sweep, tty_progress
+
+    if chunk < 1 or chunk > 1 << 26:
+        raise InputError(f"--chunk must be in 1..{1 << 26}, got {chunk}")
+    p = make_plan(load_spec(spec_path))
+    if p.size > CONFIRM_POINTS and not yes:
+        raise InputError(f"{p.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
+    keep = parse_keep(keep_text, engine.float_columns(p.jobs[0]))
+    folder = Path(out) if out else Path("outputs") / p.spec.name
+    cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
+    opts = RunOptions(
+        out=folder, chunk=chunk, x64=x64, keep=keep, only_feasible=only_feasible, columns=cols,
+        resume=resume, overwrite=overwrite,
+    )
+    started = time.perf_counter()
+    try:
+        summary = run_sweep(p, opts, tty_progress())
+    except Interrupted as err:
+        click.echo(f"\n{err}", err=True)
+        sys.exit(130)
+    if sys.stderr.isatty():
+        click.echo("", err=True)
+    wall = time.perf_counter() - started
+    click.echo(
+        f"{summary.rows:,} rows written to {summary.folder} ({summary.points:,} points evaluated "
+        f"in {wall:.2f} s, {summary.points / wall if wall else 0:,.0f} points/s; "
+        f"{summary.points_per_s:,.0f} points/s after start-up)"
+    )
 
 
 def _fmt(value) -> str:

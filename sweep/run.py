@@ -1,0 +1,434 @@
+"""``sweep run``: drive the engine over a plan and stream rows to a Parquet dataset folder.
+
+The main thread dispatches chunk i+1 to the device before copying chunk i
+back; a writer thread turns finished chunks into part files (temporary name,
+then rename) and records each in the manifest, so an interrupted run resumes
+from the last chunk written. Reductions (``--keep``) merge each chunk's
+survivors on the host and checkpoint the running result every few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sweep import engine, store
+from sweep.engine import Keep
+from sweep.errors import InputError
+from sweep.grid import Plan
+from sweep.pareto import pareto_mask, top_k_order
+
+CHECKPOINT_S = 5.0
+KEEP_PART = "part-keep.parquet"
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal after writing what it had finished."""
+
+
+@dataclass
+class RunOptions:
+    out: Path
+    chunk: int = 1 << 18
+    x64: bool = False
+    keep: Keep = field(default_factory=lambda: Keep("all"))
+    only_feasible: bool = False
+    columns: tuple[str, ...] | None = None
+    resume: bool = False
+    overwrite: bool = False
+    compression: str = "zstd"
+
+
+@dataclass
+class RunSummary:
+    rows: int
+    points: int
+    chunks: int
+    seconds: float
+    folder: Path
+
+    @property
+    def points_per_s(self) -> float:
+        return self.points / self.seconds if self.seconds > 0 else float("inf")
+
+
+def parse_keep(text: str | None, columns: tuple[str, ...]) -> Keep:
+    """``pareto:COL,COL[,...]`` or ``top:K:COL``; columns must be float result columns."""
+    if not text or text == "all":
+        return Keep("all")
+    kind, _, rest = text.partition(":")
+    if kind == "pareto":
+        cols = tuple(c.strip() for c in rest.split(",") if c.strip())
+        if len(cols) < 1:
+            raise InputError("--keep pareto needs columns, e.g. pareto:t_epoch_s,p")
+        keep = Keep("pareto", cols)
+    elif kind == "top":
+        k_text, _, col = rest.partition(":")
+        try:
+            k = int(k_text)
+        except ValueError:
+            raise InputError(f"--keep top:K:COL needs an integer K, got '{k_text}'") from None
+        if k < 1 or not col:
+            raise InputError("--keep top:K:COL needs K >= 1 and a column")
+        keep = Keep("top", (col.strip(),), k)
+    else:
+        raise InputError(f"--keep must be all, pareto:COLS or top:K:COL, got '{text}'")
+    for c in keep.columns:
+        if c not in columns:
+            raise InputError(f"--keep: unknown or non-numeric column '{c}' (known: {', '.join(columns)})")
+    return keep
+
+
+class _Writer(threading.Thread):
+    """Writes queued part files in order and records each in the manifest."""
+
+    def __init__(self, writer: store.PartWriter, on_done: Callable[[int, int, int], None]):
+        super().__init__(daemon=True)
+        self.writer = writer
+        self.on_done = on_done
+        self.jobs: queue.Queue = queue.Queue(maxsize=3)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        while True:
+            item = self.jobs.get()
+            if item is None:
+                return
+            job, chunk, table = item
+            try:
+                if self.error is None:
+                    self.writer.write(store.part_name(job, chunk), table)
+                    self.on_done(job, chunk, len(table))
+            except BaseException as err:  # surfaced by the main thread
+                self.error = err
+
+    def put(self, item) -> None:
+        if self.error is not None:
+            raise self.error
+        self.jobs.put(item)
+
+    def close(self) -> None:
+        self.jobs.put(None)
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
+def run_sweep(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], None] | None = None) -> RunSummary:
+    """Evaluate every job of ``plan`` and write the dataset folder ``opts.out``."""
+    if opts.x64:
+        jax.config.update("jax_enable_x64", True)
+    dtype = np.float64 if opts.x64 else np.float32
+    jobs = plan.jobs
+    fcols = engine.float_columns(jobs[0])
+    schema = store.Schema(
+        models=list(plan.models),
+        machines=list(plan.machines),
+        strategies=list(plan.spec.strategies),
+        float_columns=fcols,
+        float_type=pa.float64() if opts.x64 else pa.float32(),
+        metadata=_metadata(plan, opts),
+        axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
+    )
+    names = schema.all_names()
+    if opts.columns is not None:
+        bad = [c for c in opts.columns if c not in names]
+        if bad:
+            raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
+        schema.columns = tuple(c for c in names if c in opts.columns)
+    run_key = {
+        "spec": plan.spec.text,
+        "chunk": opts.chunk,
+        "x64": opts.x64,
+        "keep": opts.keep.describe(),
+        "only_feasible": opts.only_feasible,
+        "columns": list(schema.columns) if schema.columns else None,
+    }
+    folder = opts.out
+    previous = store.prepare_folder(folder, opts.resume, opts.overwrite, run_key)
+    done = {int(k): v for k, v in (previous or {}).get("done", {}).items()}
+    rows_written = int((previous or {}).get("rows", 0))
+    manifest = {
+        "format": 1,
+        "name": plan.spec.name,
+        "spec_path": plan.spec.path,
+        "run_key": run_key,
+        "versions": store.versions(),
+        "jobs": [
+            {
+                "index": j.index,
+                "model": j.bound.model.name,
+                "machine": j.bound.profile.name,
+                "strategy": j.strategy,
+                "axes": {k: v.tolist() for k, v in j.axes.items()},
+                "points": j.size,
+                "chunks": engine.n_chunks(j, opts.chunk),
+            }
+            for j in jobs
+        ],
+        "done": done,
+        "rows": rows_written,
+        "complete": False,
+    }
+    if previous and previous.get("complete"):
+        return RunSummary(previous["rows"], 0, 0, 0.0, folder)
+    lock = threading.Lock()
+
+    def save_manifest() -> None:
+        store.atomic_write_text(folder / store.MANIFEST, json.dumps(manifest, indent=1))
+
+    def on_done(job: int, chunk: int, rows: int) -> None:
+        with lock:
+            done[job] = chunk + 1
+            manifest["rows"] += rows
+            save_manifest()
+
+    save_manifest()
+    arrow_schema = schema.arrow()
+    part_writer = store.PartWriter(folder, arrow_schema, opts.compression)
+    writer = _Writer(part_writer, on_done)
+    writer.start()
+    reducer = _Reducer(opts.keep, fcols, schema, folder, part_writer, previous) if opts.keep.reduces else None
+    total_points = plan.size
+    points_done = sum(min(done.get(j.index, 0) * opts.chunk, j.size) for j in jobs)
+    start_time = time.perf_counter()
+    points_this_run = 0
+    chunks_this_run = 0
+    old_term = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        for job in jobs:
+            first = done.get(job.index, 0)
+            count = engine.n_chunks(job, opts.chunk)
+            if first >= count:
+                continue
+            fn, _compact = engine.build_chunk_fn(job, opts.chunk, opts.keep, dtype)
+            net, machine, values = engine.device_inputs(job, dtype)
+            pending = None
+            for number in range(first, count + 1):
+                current = None
+                if number < count:
+                    start = number * opts.chunk
+                    info = engine.decode_info(job, start, opts.chunk)
+                    n_real = min(opts.chunk, job.size - start)
+                    current = (number, start, n_real, fn(net, machine, values, info, np.int32(n_real)))
+                if pending is not None:
+                    p_number, p_start, p_real, outputs = pending
+                    if reducer is None:
+                        table = _chunk_table(schema, job, outputs, opts.only_feasible)
+                        writer.put((job.index, p_number, table))
+                    else:
+                        reducer.add(job, p_number, p_start, outputs)
+                        with lock:
+                            done[job.index] = p_number + 1
+                        reducer.maybe_checkpoint(manifest, lock, save_manifest)
+                    points_done += p_real
+                    points_this_run += p_real
+                    chunks_this_run += 1
+                    if progress is not None:
+                        progress(points_done, total_points, time.perf_counter() - start_time)
+                pending = current
+        writer.close()
+        if reducer is not None:
+            manifest["rows"] = reducer.finish()
+        manifest["complete"] = True
+        save_manifest()
+    except KeyboardInterrupt:
+        writer.close()
+        if reducer is not None:
+            reducer.checkpoint(manifest, lock, save_manifest)
+        save_manifest()
+        store.remove_temporaries(folder)
+        raise Interrupted(
+            f"interrupted: {manifest['rows']:,} rows in {folder}; rerun with --resume to continue"
+        ) from None
+    except BaseException:
+        writer.close()
+        store.remove_temporaries(folder)
+        raise
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, old_term)
+    seconds = time.perf_counter() - start_time
+    return RunSummary(manifest["rows"], points_this_run, chunks_this_run, seconds, folder)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _chunk_table(schema: store.Schema, job, outputs, only_feasible: bool) -> pa.Table:
+    floats, limit, mask = (np.asarray(o) for o in outputs)
+    if only_feasible:
+        mask = mask & (limit == 0)
+    if not mask.all():
+        sel = np.flatnonzero(mask)
+        floats, limit = floats[:, sel], limit[sel]
+    return schema.table(job.bound.model.name, job.bound.profile.name, job.strategy, floats, limit)
+
+
+class _Reducer:
+    """Running Pareto front or top-k over chunk survivors, checkpointed for ``--resume``."""
+
+    def __init__(self, keep: Keep, fcols, schema: store.Schema, folder: Path, writer, previous: dict | None):
+        self.keep = keep
+        self.fcols = fcols
+        self.schema = schema
+        self.folder = folder
+        self.writer = writer
+        self.obj_rows = [fcols.index(c) for c in keep.columns]
+        self.tables: list[pa.Table] = []
+        self.floats = np.zeros((len(fcols), 0))
+        self.limit = np.zeros(0, dtype=np.int8)
+        self.ids = np.zeros((0, 2), dtype=np.int64)  # job index, flat index within the job
+        self.labels = np.empty((0, 3), dtype=object)  # model, machine, strategy
+        self.last_checkpoint = time.perf_counter()
+        self.seq = 0
+        state = (previous or {}).get("keep_state")
+        if state:
+            self._load(folder / state)
+            self.seq = int((previous or {}).get("keep_seq", 0))
+
+    def add(self, job, number: int, start: int, outputs) -> None:
+        floats, limit, mask, cf, cl, ci, count = outputs
+        count = int(count)
+        if count <= cf.shape[1]:
+            floats = np.asarray(cf)[:, :count]
+            limit = np.asarray(cl)[:count]
+            local = np.asarray(ci)[:count]
+        else:
+            m = np.asarray(mask)
+            local = np.flatnonzero(m)
+            floats = np.asarray(floats)[:, local]
+            limit = np.asarray(limit)[local]
+        ids = np.stack([np.full(len(local), job.index), start + local.astype(np.int64)], axis=1)
+        names = np.array([job.bound.model.name, job.bound.profile.name, job.strategy], dtype=object)
+        self.floats = np.concatenate([self.floats, floats.astype(np.float64)], axis=1)
+        self.limit = np.concatenate([self.limit, limit.astype(np.int8)])
+        self.ids = np.concatenate([self.ids, ids])
+        self.labels = np.concatenate([self.labels, np.tile(names, (len(local), 1))])
+        self._reduce()
+
+    def _reduce(self) -> None:
+        if self.floats.shape[1] == 0:
+            return
+        if self.keep.kind == "pareto":
+            objs = self.floats[self.obj_rows].T
+            keep = np.flatnonzero(pareto_mask(objs))
+            keep = keep[np.lexsort((self.ids[keep, 1], self.ids[keep, 0]))]
+        else:
+            order_key = self.ids[:, 0] * (1 << 40) + self.ids[:, 1]
+            keep = top_k_order(self.floats[self.obj_rows[0]], order_key, self.keep.k)
+        self.floats = self.floats[:, keep]
+        self.limit = self.limit[keep]
+        self.ids = self.ids[keep]
+        self.labels = self.labels[keep]
+
+    def table(self) -> pa.Table:
+        tables = []
+        for i in range(self.floats.shape[1]):
+            m, h, s = self.labels[i]
+            tables.append(self.schema.table(m, h, s, self.floats[:, i : i + 1], self.limit[i : i + 1]))
+        if not tables:
+            return self.schema.arrow().empty_table()
+        return pa.concat_tables(tables)
+
+    def maybe_checkpoint(self, manifest: dict, lock, save) -> None:
+        if time.perf_counter() - self.last_checkpoint >= CHECKPOINT_S:
+            self.checkpoint(manifest, lock, save)
+
+    def checkpoint(self, manifest: dict, lock, save) -> None:
+        """Write the running result and the done counts together (state file, then manifest)."""
+        self.seq += 1
+        name = f"_keep-{self.seq:06d}.parquet"
+        state = self._state_table()
+        pq.write_table(state, self.folder / f".{name}.tmp")
+        (self.folder / f".{name}.tmp").replace(self.folder / name)
+        old = manifest.get("keep_state")
+        with lock:
+            manifest["keep_state"] = name
+            manifest["keep_seq"] = self.seq
+            save()
+        if old and old != name:
+            (self.folder / old).unlink(missing_ok=True)
+        self.last_checkpoint = time.perf_counter()
+
+    def _state_table(self) -> pa.Table:
+        cols = {f"f{i}": self.floats[i] for i in range(self.floats.shape[0])}
+        cols.update(
+            {
+                "limit": self.limit,
+                "job": self.ids[:, 0],
+                "index": self.ids[:, 1],
+                "model": self.labels[:, 0].astype(str) if len(self.labels) else np.array([], dtype=str),
+                "machine": self.labels[:, 1].astype(str) if len(self.labels) else np.array([], dtype=str),
+                "strategy": self.labels[:, 2].astype(str) if len(self.labels) else np.array([], dtype=str),
+            }
+        )
+        return pa.table(cols)
+
+    def _load(self, path: Path) -> None:
+        t = pq.read_table(path)
+        nf = len(self.fcols)
+        self.floats = np.stack([t.column(f"f{i}").to_numpy() for i in range(nf)]) if len(t) else np.zeros((nf, 0))
+        self.limit = t.column("limit").to_numpy().astype(np.int8)
+        self.ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(np.int64)
+        self.labels = np.stack(
+            [np.asarray(t.column(c).to_pylist(), dtype=object) for c in ("model", "machine", "strategy")], axis=1
+        ) if len(t) else np.empty((0, 3), dtype=object)
+
+    def finish(self) -> int:
+        table = self.table()
+        self.writer.write(KEEP_PART, table)
+        for f in self.folder.glob("_keep-*.parquet"):
+            f.unlink()
+        return len(table)
+
+
+def _metadata(plan: Plan, opts: RunOptions) -> dict:
+    return {
+        "tool": "paradl-sweep",
+        "versions": store.versions(),
+        "spec": plan.spec.text,
+        "spec_path": plan.spec.path,
+        "models": {name: m.describe() for name, m in plan.models.items()},
+        "machines": {name: m.describe() for name, m in plan.machines.items()},
+        "x64": opts.x64,
+        "keep": opts.keep.describe(),
+        "units": "SI: seconds (_s), bytes (_bytes), bytes/s (_Bps), FLOP/s (gpu_flops)",
+    }
+
+
+def format_progress(done: int, total: int, elapsed: float) -> str:
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = (total - done) / rate if rate > 0 else float("inf")
+    pct = 100.0 * done / total if total else 100.0
+    eta_text = f"{eta:,.0f} s" if np.isfinite(eta) else "?"
+    return f"\r{done:,}/{total:,} points ({pct:5.1f}%)  {rate:,.0f} points/s  ETA {eta_text}   "
+
+
+def tty_progress() -> Callable[[int, int, float], None] | None:
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(done: int, total: int, elapsed: float) -> None:
+        if elapsed - last[0] >= 0.25 or done >= total:
+            last[0] = elapsed
+            sys.stderr.write(format_progress(done, total, elapsed))
+            sys.stderr.flush()
+
+    return show
