@@ -8,6 +8,7 @@ gives the kernels' :class:`~kernels.Machine`. Built-in profiles live in
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -44,27 +45,37 @@ POSITIVE = {
 }
 
 
-def check_param(name: str, value, origin: str) -> float:
-    """Validate one scalar machine parameter; returns it as float (algorithm names to codes)."""
+def check_param(name: str, value, origin: str, key: str | None = None) -> float:
+    """Validate one scalar machine parameter; returns it as float (algorithm names to codes).
+
+    ``key`` is the name to show in errors (the file's own key, e.g. ``intra.alpha_s``).
+    """
+    key = key or name
     if name not in SCALAR_PARAMS:
-        raise InputError(f"unknown machine parameter (known: {', '.join(SCALAR_PARAMS)})", where(origin, key=name))
+        raise InputError(
+            f"unknown machine parameter (known: {', '.join(SCALAR_PARAMS)})", where(origin, key=key)
+        )
     if name == "allreduce_algo":
         if value in ALLREDUCE_ALGOS:
             return float(ALLREDUCE_ALGOS[value])
-        if isinstance(value, int | float) and not isinstance(value, bool) and value in ALLREDUCE_ALGOS.values():
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and value in ALLREDUCE_ALGOS.values()
+        ):
             return float(value)
-        raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=name))
+        raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=key))
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(f"must be a number, got {value!r}", where(origin, key=name))
+        raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
     value = float(value)
     if name in POSITIVE and value <= 0:
-        raise InputError(f"must be > 0, got {value:g}", where(origin, key=name))
+        raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
     if name == "wu_passes" and value < 0:
-        raise InputError(f"must be >= 0, got {value:g}", where(origin, key=name))
+        raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
     if name == "efficiency" and not 0 < value <= 1:
-        raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=name))
+        raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
     if name in ("gpus_per_node", "nics_per_node") and value != int(value):
-        raise InputError(f"must be a whole number, got {value:g}", where(origin, key=name))
+        raise InputError(f"must be a whole number, got {value:g}", where(origin, key=key))
     return value
 
 
@@ -80,6 +91,7 @@ class MachineProfile:
     inter_bandwidth_Bps: tuple[float, ...]
     description: str = ""
     source: str = ""
+    sources: tuple[str, ...] = ()
     overrides: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -87,7 +99,7 @@ class MachineProfile:
         """gpu_flops * efficiency of the profile as written (before overrides)."""
         return self.params["gpu_flops"] * self.params["efficiency"]
 
-    def with_overrides(self, values: dict[str, float], origin: str = "--set") -> MachineProfile:
+    def with_overrides(self, values: Mapping[str, float | str], origin: str = "--set") -> MachineProfile:
         """Validated overrides, applied in the kernels by :func:`kernels.with_params`."""
         checked = {k: check_param(k, v, origin) for k, v in values.items()}
         return replace(self, overrides={**self.overrides, **checked})
@@ -120,10 +132,13 @@ class MachineProfile:
             "params": self.params,
             "inter": [
                 {"span_nodes": s, "alpha_s": a, "bandwidth_Bps": b}
-                for s, a, b in zip(self.inter_span_nodes, self.inter_alpha_s, self.inter_bandwidth_Bps, strict=True)
+                for s, a, b in zip(
+                    self.inter_span_nodes, self.inter_alpha_s, self.inter_bandwidth_Bps, strict=True
+                )
             ],
             "overrides": self.overrides,
             "source": self.source,
+            "sources": list(self.sources),
         }
 
 
@@ -151,7 +166,7 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
     for key in ("alpha_s", "bandwidth_Bps"):
         if key not in intra:
             raise InputError("missing required key", where(origin, key=f"intra.{key}"))
-        params[f"intra_{key}"] = check_param(f"intra_{key}", intra[key], origin)
+        params[f"intra_{key}"] = check_param(f"intra_{key}", intra[key], origin, f"intra.{key}")
     inter = doc.get("inter")
     if not isinstance(inter, list) or not inter:
         raise InputError("needs at least one [[inter]] level", where(origin, key="inter"))
@@ -164,20 +179,32 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         for key in ("alpha_s", "bandwidth_Bps"):
             if key not in level:
                 raise InputError("missing required key", where(origin, key=f"inter[{i}].{key}"))
-        alphas.append(check_param("inter_alpha_s", level["alpha_s"], f"{origin}: inter[{i}]"))
-        bws.append(check_param("inter_bandwidth_Bps", level["bandwidth_Bps"], f"{origin}: inter[{i}]"))
+        alphas.append(check_param("inter_alpha_s", level["alpha_s"], origin, f"inter[{i}].alpha_s"))
+        bws.append(
+            check_param("inter_bandwidth_Bps", level["bandwidth_Bps"], origin, f"inter[{i}].bandwidth_Bps")
+        )
         span = level.get("span_nodes")
         if span is None:
             if not last:
-                raise InputError("only the last level may omit span_nodes", where(origin, key=f"inter[{i}].span_nodes"))
+                raise InputError(
+                    "only the last level may omit span_nodes", where(origin, key=f"inter[{i}].span_nodes")
+                )
             spans.append(math.inf)
         else:
             if isinstance(span, bool) or not isinstance(span, int) or span < 1:
                 raise InputError("must be an integer >= 1", where(origin, key=f"inter[{i}].span_nodes"))
             if spans and span <= spans[-1]:
-                raise InputError("spans must increase from level to level", where(origin, key=f"inter[{i}].span_nodes"))
-            spans.append(float(span) if not last else math.inf)
+                raise InputError(
+                    "spans must increase from level to level", where(origin, key=f"inter[{i}].span_nodes")
+                )
+            spans.append(float(span) if not last else math.inf)  # the last level is unbounded
+    sources = doc.get("sources", [])
+    if isinstance(sources, str):
+        sources = [sources]
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise InputError("must be a list of strings", where(origin, key="sources"))
     return MachineProfile(
+        sources=tuple(sources),
         name=str(doc.get("name", Path(origin).stem)),
         params=params,
         inter_span_nodes=tuple(spans),
@@ -203,5 +230,7 @@ def load_machine(spec: str | Path, base: Path | None = None) -> MachineProfile:
     if base is not None and not path.is_absolute():
         path = base / path
     if path.suffix != ".toml":
-        raise InputError(f"unknown machine '{text}': not a built-in ({', '.join(builtin_names())}) nor a .toml file")
+        raise InputError(
+            f"unknown machine '{text}': not a built-in ({', '.join(builtin_names())}) nor a .toml file"
+        )
     return parse_machine(read_toml(path), str(path))

@@ -9,6 +9,7 @@ generated from their architecture in :mod:`sweep.architectures`.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 import warnings
 from dataclasses import dataclass, field
@@ -112,7 +113,9 @@ def _dims(text: str, path, line: int, what: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(p) for p in parts)
     except ValueError:
-        raise InputError(f"{what} '{text.strip()}' is not a list of integers like 64x56x56", where(path, line)) from None
+        raise InputError(
+            f"{what} '{text.strip()}' is not a list of integers like 64x56x56", where(path, line)
+        ) from None
     if any(d < 0 for d in dims):
         raise InputError(f"{what} '{text.strip()}' has a negative dimension", where(path, line))
     return dims
@@ -195,7 +198,9 @@ def parse_net(path: str | Path) -> Model:
             try:
                 t = float(fields[4])
             except ValueError:
-                raise InputError(f"measured time '{fields[4]}' is not a number", where(path, number)) from None
+                raise InputError(
+                    f"measured time '{fields[4]}' is not a number", where(path, number)
+                ) from None
             if t < 0 or not math.isfinite(t):
                 raise InputError(f"measured time '{fields[4]}' must be >= 0", where(path, number))
             if not layers and t > 0:
@@ -248,9 +253,13 @@ def apply_lc(model: Model, path: str | Path) -> Model:
             raise InputError("expected '[index] NAME |0' or '|1'", where(path, number))
         name = left.split()[-1] if left.split() else ""
         if name != layer.name:
-            raise InputError(f"layer name '{name}' does not match the model's '{layer.name}'", where(path, number))
+            raise InputError(
+                f"layer name '{name}' does not match the model's '{layer.name}'", where(path, number)
+            )
         on = flag.strip() == "1"
-        layers.append(Layer(layer.name, layer.kind, layer.x, layer.w, layer.y, dict.fromkeys(ACTIVE_FAMILIES, on)))
+        layers.append(
+            Layer(layer.name, layer.kind, layer.x, layer.w, layer.y, dict.fromkeys(ACTIVE_FAMILIES, on))
+        )
     return Model(
         name=model.name,
         dataset_samples=model.dataset_samples,
@@ -262,7 +271,11 @@ def apply_lc(model: Model, path: str | Path) -> Model:
 
 
 def _toml_dims(value, path, key: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
         raise InputError("must be a non-empty list of integers", where(path, key=key))
     if any(v < 0 for v in value):
         raise InputError("has a negative dimension", where(path, key=key))
@@ -284,7 +297,9 @@ def load_model_toml(path: str | Path) -> Model:
         raise InputError("must be an integer >= 1", where(path, key="model.dataset_samples"))
     measured = head.get("measured_s", {})
     if not isinstance(measured, dict):
-        raise InputError("must be a table of machine = seconds per sample", where(path, key="model.measured_s"))
+        raise InputError(
+            "must be a table of machine = seconds per sample", where(path, key="model.measured_s")
+        )
     for machine, t in measured.items():
         if not isinstance(t, int | float) or isinstance(t, bool) or not t > 0:
             raise InputError("must be a number > 0", where(path, key=f"model.measured_s.{machine}"))
@@ -346,6 +361,10 @@ def read_toml(path: Path) -> dict:
     except tomllib.TOMLDecodeError as err:
         line = getattr(err, "lineno", None)
         msg = getattr(err, "msg", str(err))
+        found = re.search(r"\(at line (\d+), column \d+\)", msg)
+        if line is None and found:  # Python 3.11 puts the position in the text only
+            line = int(found.group(1))
+            msg = msg[: found.start()].strip()
         raise InputError(f"malformed TOML: {msg}", where(path, line)) from None
 
 
@@ -366,7 +385,9 @@ def load_model(spec: str | Path, lc: str | Path | None = None, base: Path | None
             model = parse_net(path)
         else:
             names = ", ".join(architectures.BUILTIN)
-            raise InputError(f"unknown model '{text}': not a built-in ({names}) nor a .toml/.net/.net_sc file")
+            raise InputError(
+                f"unknown model '{text}': not a built-in ({names}) nor a .toml/.net/.net_sc file"
+            )
     if lc is not None:
         lc_path = Path(lc)
         if base is not None and not lc_path.is_absolute():
