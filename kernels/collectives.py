@@ -42,9 +42,7 @@ def tree_allreduce_s(p, msg_bytes, alpha_s, beta_s_per_byte):
     return jnp.log2(jnp.maximum(p, 1)) * (alpha_s + msg_bytes * beta_s_per_byte)
 
 
-def hierarchical_allreduce_s(
-    p, g, msg_bytes, intra_alpha_s, intra_beta, inter_alpha_s, inter_beta
-):
+def hierarchical_allreduce_s(p, g, msg_bytes, intra_alpha_s, intra_beta, inter_alpha_s, inter_beta):
     """Hierarchical allreduce, SPEC section 2 (beyond the paper).
 
     Intra-node ring reduce-scatter over ``g`` GPUs, inter-node ring allreduce

@@ -9,29 +9,29 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from kernels import collectives
+from kernels._types import Array
 
 
 class Machine(NamedTuple):
     """Machine parameters, SI units (SPEC section 3). Levels are arrays of length L."""
 
-    gpu_flops: jax.Array
-    efficiency: jax.Array
-    gpu_mem_bytes: jax.Array
-    gpu_mem_bw_Bps: jax.Array
-    gpus_per_node: jax.Array
-    nics_per_node: jax.Array
-    bytes_per_element: jax.Array
-    wu_passes: jax.Array
-    intra_alpha_s: jax.Array
-    intra_bandwidth_Bps: jax.Array
-    allreduce_algo: jax.Array
-    inter_span_nodes: jax.Array  # [L]; the last level's span is unbounded (inf)
-    inter_alpha_s: jax.Array  # [L]
-    inter_bandwidth_Bps: jax.Array  # [L]
+    gpu_flops: Array
+    efficiency: Array
+    gpu_mem_bytes: Array
+    gpu_mem_bw_Bps: Array
+    gpus_per_node: Array
+    nics_per_node: Array
+    bytes_per_element: Array
+    wu_passes: Array
+    intra_alpha_s: Array
+    intra_bandwidth_Bps: Array
+    allreduce_algo: Array
+    inter_span_nodes: Array  # [L]; the last level's span is unbounded (inf)
+    inter_alpha_s: Array  # [L]
+    inter_bandwidth_Bps: Array  # [L]
 
 
 #: Scalar parameters that a sweep axis, ``--set`` or calibration may change.
@@ -74,8 +74,8 @@ def with_params(machine: Machine, **values) -> Machine:
 class Link(NamedTuple):
     """Latency and inverse bandwidth seen by a collective."""
 
-    alpha_s: jax.Array
-    beta_s_per_byte: jax.Array
+    alpha_s: Array
+    beta_s_per_byte: Array
 
 
 def nodes_spanned(machine: Machine, n):

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import numpy as np
+
+from kernels._types import Array
 
 KINDS: tuple[str, ...] = (
     "conv",
@@ -58,11 +59,11 @@ class LayerArrays(NamedTuple):
 class SplitSums(NamedTuple):
     """Sums over the active layers of filter or channel parallelism (SPEC section 4)."""
 
-    flops: jax.Array  # training FLOPs per sample of active layers
-    w_elems: jax.Array  # weights of active layers
-    comm_y_elems: jax.Array  # sum of y_l over active layers l < G
-    comm_layers: jax.Array  # number of active layers l < G
-    max_p: jax.Array  # smallest split channel count among active layers
+    flops: Array  # training FLOPs per sample of active layers
+    w_elems: Array  # weights of active layers
+    comm_y_elems: Array  # sum of y_l over active layers l < G
+    comm_layers: Array  # number of active layers l < G
+    max_p: Array  # smallest split channel count among active layers
 
 
 class SpatialTable(NamedTuple):
@@ -73,35 +74,35 @@ class SpatialTable(NamedTuple):
     its entries <= -n. Table rows are indexed by that count.
     """
 
-    neg_prefix_min: jax.Array  # [K] nondecreasing; empty when overridden
-    flops: jax.Array  # [K+1] active training FLOPs per sample
-    act_elems: jax.Array  # [K+1] active non-in-place x+y per sample
-    halo_layers: jax.Array  # [K+1] active layers with a halo (h > 0)
-    halo_elems: jax.Array  # [K+1] sum of halo_x + halo_dy per sample
-    y_last_elems: jax.Array  # [K+1] output of the last active layer per sample
-    max_p: jax.Array  # [K+1] smallest split extent among active layers (0 if none)
+    neg_prefix_min: Array  # [K] nondecreasing; empty when overridden
+    flops: Array  # [K+1] active training FLOPs per sample
+    act_elems: Array  # [K+1] active non-in-place x+y per sample
+    halo_layers: Array  # [K+1] active layers with a halo (h > 0)
+    halo_elems: Array  # [K+1] sum of halo_x + halo_dy per sample
+    y_last_elems: Array  # [K+1] output of the last active layer per sample
+    max_p: Array  # [K+1] smallest split extent among active layers (0 if none)
 
 
 class PipelineTable(NamedTuple):
     """Min-max contiguous partition for p = 0..G stages (row 0 unused)."""
 
-    flops_max: jax.Array  # [G+1] largest group training FLOPs
-    w_max: jax.Array  # [G+1] largest group weight sum
-    y_boundary_max: jax.Array  # [G+1] largest output of a group's last layer, groups i < p
-    group_act: jax.Array  # [G+1, G] non-in-place x+y of group i
-    group_w: jax.Array  # [G+1, G] weights of group i
+    flops_max: Array  # [G+1] largest group training FLOPs
+    w_max: Array  # [G+1] largest group weight sum
+    y_boundary_max: Array  # [G+1] largest output of a group's last layer, groups i < p
+    group_act: Array  # [G+1, G] non-in-place x+y of group i
+    group_w: Array  # [G+1, G] weights of group i
 
 
 class Net(NamedTuple):
     """Everything a strategy kernel needs about one network (SPEC section 4)."""
 
-    dataset_samples: jax.Array
-    n_layers: jax.Array
-    flops: jax.Array  # training FLOPs per sample, all layers
-    w_elems: jax.Array
-    act_elems: jax.Array  # non-in-place x+y per sample
-    t_measured_s: jax.Array  # measured per-sample training time, 0 when none
-    ref_rate_flops: jax.Array  # gpu_flops*efficiency the measurement belongs to
+    dataset_samples: Array
+    n_layers: Array
+    flops: Array  # training FLOPs per sample, all layers
+    w_elems: Array
+    act_elems: Array  # non-in-place x+y per sample
+    t_measured_s: Array  # measured per-sample training time, 0 when none
+    ref_rate_flops: Array  # gpu_flops*efficiency the measurement belongs to
     filter: SplitSums
     channel: SplitSums
     spatial: SpatialTable
@@ -202,7 +203,14 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
     )
 
 
-def minmax_partition(cost: np.ndarray, p: int) -> list[int]:
+def contiguous_sums(cost: np.ndarray) -> np.ndarray:
+    """Sorted distinct sums of every contiguous run of ``cost``: the candidates for t*."""
+    prefix = np.concatenate([[0.0], np.cumsum(cost)])
+    g = len(cost)
+    return np.unique((prefix[None, :] - prefix[:, None])[np.triu_indices(g + 1, 1)])
+
+
+def minmax_partition(cost: np.ndarray, p: int, candidates: np.ndarray | None = None) -> list[int]:
     """Exact min-max contiguous partition of ``cost`` into ``p`` groups (SPEC section 4).
 
     Finds the smallest largest-group sum t* (binary search over the sums of
@@ -210,33 +218,39 @@ def minmax_partition(cost: np.ndarray, p: int) -> list[int]:
     first layer on, each taking layers while its sum stays <= t* and enough
     layers remain to give every later group at least one. Returns the group
     start indices. Costs are exact integers (FLOPs), so comparisons are exact.
+    ``candidates`` (from :func:`contiguous_sums`) may be passed to reuse them.
     """
     g = len(cost)
     if not 1 <= p <= g:
         raise ValueError(f"p={p} outside 1..{g}")
-    prefix = np.concatenate([[0.0], np.cumsum(cost)])
-    candidates = np.unique((prefix[None, :] - prefix[:, None])[np.triu_indices(g + 1, 1)])
-    candidates = candidates[candidates >= cost.max()]
+    if candidates is None:
+        candidates = contiguous_sums(cost)
+    values = [float(c) for c in cost]
+    lower = max(max(values), sum(values) / p)
 
-    def groups_needed(limit: float) -> int:
+    def fits(limit: float) -> bool:
         count, run = 1, 0.0
-        for c in cost:
+        for c in values:
             if run + c > limit:
-                count, run = count + 1, c
+                count += 1
+                if count > p:
+                    return False
+                run = c
             else:
                 run += c
-        return count
+        return True
 
-    lo, hi = 0, len(candidates) - 1
+    lo = int(np.searchsorted(candidates, lower, side="left"))
+    hi = len(candidates) - 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if groups_needed(candidates[mid]) <= p:
+        if fits(candidates[mid]):
             hi = mid
         else:
             lo = mid + 1
     best = candidates[lo]
     starts, run = [0], 0.0
-    for layer, c in enumerate(cost):
+    for layer, c in enumerate(values):
         if layer > 0:
             groups_left_after = p - len(starts)  # groups still to open after this one
             if run + c > best or g - layer <= groups_left_after:
@@ -254,8 +268,9 @@ def _pipeline_table(flops, w_elems, act_nip, y_elems) -> PipelineTable:
     y_bound = np.zeros(g + 1)
     group_act = np.zeros((g + 1, g))
     group_w = np.zeros((g + 1, g))
+    candidates = contiguous_sums(flops)
     for p in range(1, g + 1):
-        starts = minmax_partition(flops, p)
+        starts = minmax_partition(flops, p, candidates)
         bounds = [*starts, g]
         for i in range(p):
             lo, hi = bounds[i], bounds[i + 1]
@@ -291,10 +306,7 @@ def build_net(
     act = x_elems + y_elems
     act_nip = np.where(in_place, 0.0, act)
     defaults = default_active(layers.kind)
-    masks = [
-        layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1]
-        for f in (1, 2)
-    ]
+    masks = [layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1] for f in (1, 2)]
     return Net(
         dataset_samples=np.float64(dataset_samples),
         n_layers=np.float64(len(flops)),

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
+from kernels._types import Array
 from kernels.machine import Machine
 from kernels.network import Net
 
@@ -22,39 +22,39 @@ OK, MEMORY, MAX_P, BATCH = 0, 1, 2, 3
 class Config(NamedTuple):
     """One configuration: GPUs p, samples per data-parallel replica b, group size p2, micro-batches S."""
 
-    p: jax.Array
-    b: jax.Array
-    p2: jax.Array
-    S: jax.Array
+    p: Array
+    b: Array
+    p2: Array
+    S: Array
 
 
 class Cost(NamedTuple):
     """Per-epoch cost of one configuration (SPEC section 4). One field = one column."""
 
-    p: jax.Array
-    p1: jax.Array
-    p2: jax.Array
-    b: jax.Array
-    B: jax.Array
-    S: jax.Array
-    iterations: jax.Array
-    t_comp_s: jax.Array
-    t_allreduce_s: jax.Array
-    t_allgather_s: jax.Array
-    t_halo_s: jax.Array
-    t_p2p_s: jax.Array
-    mem_bytes: jax.Array
-    limit: jax.Array  # int32 index into LIMITS; checked in order batch, max_p, memory
+    p: Array
+    p1: Array
+    p2: Array
+    b: Array
+    B: Array
+    S: Array
+    iterations: Array
+    t_comp_s: Array
+    t_allreduce_s: Array
+    t_allgather_s: Array
+    t_halo_s: Array
+    t_p2p_s: Array
+    mem_bytes: Array
+    limit: Array  # int32 index into LIMITS; checked in order batch, max_p, memory
 
 
 class Derived(NamedTuple):
     """Columns that follow from a :class:`Cost` (SPEC section 6)."""
 
-    t_comm_s: jax.Array
-    t_epoch_s: jax.Array
-    t_iter_s: jax.Array
-    feasible: jax.Array
-    gpu_hours: jax.Array
+    t_comm_s: Array
+    t_epoch_s: Array
+    t_iter_s: Array
+    feasible: Array
+    gpu_hours: Array
 
 
 def derive(cost: Cost) -> Derived:

@@ -77,7 +77,11 @@ def cli() -> None:
 @click.option("--model", "model_spec", required=True, help="Built-in name, or a .toml/.net/.net_sc path.")
 @click.option("--lc", type=click.Path(dir_okay=False), help="ParaDL .lc layer-config file for a .net model.")
 @click.option("--machine", "machine_spec", required=True, help="Built-in name or a .toml path.")
-@click.option("--strategy", required=True, help="serial, data, spatial, pipeline, filter, channel, data+filter, data+spatial.")
+@click.option(
+    "--strategy",
+    required=True,
+    help="serial, data, spatial, pipeline, filter, channel, data+filter, data+spatial.",
+)
 @click.option("--p", "p", type=int, required=True, help="Total number of GPUs.")
 @click.option("--b", "b", type=int, required=True, help="Samples per data-parallel replica.")
 @click.option("--p2", "p2", type=int, default=None, help="GPUs per group of the hybrids [gpus_per_node].")
@@ -139,7 +143,9 @@ def plan(spec_path) -> None:
     click.echo(f"sweep '{p.spec.name}': {len(p.jobs)} jobs, {p.size:,} points")
     for job in p.jobs:
         axes = " x ".join(f"{k}[{len(v)}]" for k, v in job.axes.items())
-        click.echo(f"  {job.bound.model.name:<16} {job.bound.profile.name:<10} {job.strategy:<13} {job.size:>16,}  {axes}")
+        click.echo(
+            f"  {job.bound.model.name:<16} {job.bound.profile.name:<10} {job.strategy:<13} {job.size:>16,}  {axes}"
+        )
     rate, row_bytes = 5e6, 40
     click.echo(
         f"estimate: ~{p.size / rate:,.0f} s at {rate:,.0f} rows/s writing every row "
@@ -186,8 +192,14 @@ def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_tex
     folder = Path(out) if out else Path("outputs") / p.spec.name
     cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
     opts = RunOptions(
-        out=folder, chunk=chunk, x64=x64, keep=keep, only_feasible=only_feasible, columns=cols,
-        resume=resume, overwrite=overwrite,
+        out=folder,
+        chunk=chunk,
+        x64=x64,
+        keep=keep,
+        only_feasible=only_feasible,
+        columns=cols,
+        resume=resume,
+        overwrite=overwrite,
     )
     started = time.perf_counter()
     try:
@@ -206,7 +218,7 @@ def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_tex
 
 
 def _fmt(value) -> str:
-    if isinstance(value, bool) or isinstance(value, str):
+    if isinstance(value, (bool, str)):
         return str(value) if value != "" else "-"
     if isinstance(value, int):
         return f"{value:,}"
@@ -226,7 +238,9 @@ def models() -> None:
     from sweep.architectures import BUILTIN
     from sweep.models import to_arrays
 
-    click.echo(f"{'name':<15} {'dataset':<10} {'samples':>10} {'layers':>6} {'weights':>12} {'GFLOP/sample':>12}  measured")
+    click.echo(
+        f"{'name':<15} {'dataset':<10} {'samples':>10} {'layers':>6} {'weights':>12} {'GFLOP/sample':>12}  measured"
+    )
     for name, build in BUILTIN.items():
         model = build()
         arrays = to_arrays(model)
@@ -276,4 +290,3 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-

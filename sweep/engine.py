@@ -81,8 +81,7 @@ def decode_info(job: Job, start: int, chunk: int) -> np.ndarray:
 
 def chunk_starts(job: Job, chunk: int) -> Iterator[tuple[int, int]]:
     """(chunk number, start index) over a job."""
-    for number, start in enumerate(range(0, job.size, chunk)):
-        yield number, start
+    yield from enumerate(range(0, job.size, chunk))
 
 
 def n_chunks(job: Job, chunk: int) -> int:
@@ -126,7 +125,9 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
         if fixed:
             machine = with_params(machine, **{k: jnp.asarray(v, dtype) for k, v in fixed.items()})
         swept = tuple(by_name[k].astype(dtype) for k in machine_axes)
-        m_eff = with_params(machine, **dict(zip(machine_axes, swept, strict=True))) if machine_axes else machine
+        m_eff = (
+            with_params(machine, **dict(zip(machine_axes, swept, strict=True))) if machine_axes else machine
+        )
         p = by_name["p"].astype(dtype) if "p" in by_name else jnp.asarray(1, dtype)
         b = by_name["b"].astype(dtype)
         p2 = by_name["p2"].astype(dtype) if "p2" in by_name else m_eff.gpus_per_node.astype(dtype)
@@ -158,10 +159,8 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
         if keep.kind == "pareto":
             ok = mask & (limit == 0)
             cols = [floats[fcols.index(c)] for c in keep.columns]
-            if len(cols) == 2:
-                mask = _pareto_mask_2d(cols[0], cols[1], ok)
-            else:
-                mask = ok  # reduced exactly on the host (any number of objectives)
+            # two objectives reduce on the device; more are reduced exactly on the host
+            mask = _pareto_mask_2d(cols[0], cols[1], ok) if len(cols) == 2 else ok
         elif keep.kind == "top":
             ok = mask & (limit == 0)
             score = jnp.where(ok, floats[fcols.index(keep.columns[0])], jnp.inf)
@@ -189,6 +188,7 @@ def device_inputs(job: Job, dtype):
     machine = job.bound.profile.pytree(np.float64)
     machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), machine)
     values = tuple(
-        jnp.asarray(v, jnp.int32) if name in CONFIG_AXES else jnp.asarray(v, dtype) for name, v in job.axes.items()
+        jnp.asarray(v, jnp.int32) if name in CONFIG_AXES else jnp.asarray(v, dtype)
+        for name, v in job.axes.items()
     )
     return net, machine, values

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from kernels import LIMITS, SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive, with_params
 from sweep.errors import InputError
@@ -115,7 +114,7 @@ def estimate(
     S = p if S is None else S
     overrides = dict(profile.overrides)
     names = tuple(overrides)
-    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     f = point_fn(strategy, names)
     machine = profile.pytree(dtype)
     cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S)))
@@ -124,12 +123,14 @@ def estimate(
     return row_dict(bound, strategy, cost, derived, overrides)
 
 
-def row_dict(bound: Bound, strategy: str, cost: Cost, derived: Derived, overrides: Mapping[str, float]) -> dict:
+def row_dict(
+    bound: Bound, strategy: str, cost: Cost, derived: Derived, overrides: Mapping[str, float]
+) -> dict:
     """One row as a plain dict in SPEC section 6 order."""
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
     for name in CONFIG_COLUMNS:
         value = float(getattr(cost, name))
-        row[name] = int(round(value)) if math.isfinite(value) and value == round(value) else value
+        row[name] = round(value) if math.isfinite(value) and value == round(value) else value
     for name in SCALAR_PARAMS:
         if name in overrides:
             row[name] = float(overrides[name])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+import grids
 from kernels import SCALAR_PARAMS, STRATEGIES
 from sweep.errors import InputError, where
 from sweep.evaluate import Bound, uses_axis
@@ -70,14 +71,23 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
             values = [2**k for k in range(a, b + 1)]
         elif kind == "linspace":
             spec = raw["linspace"]
-            if set(raw) != {"linspace"} or not isinstance(spec, list) or len(spec) != 3 or not _ints(spec[2:], 1):
+            if (
+                set(raw) != {"linspace"}
+                or not isinstance(spec, list)
+                or len(spec) != 3
+                or not _ints(spec[2:], 1)
+            ):
                 raise InputError("linspace takes [start, stop, count]", where(origin, key=key))
             if not all(_number(v) for v in spec[:2]) or spec[2] < 1:
-                raise InputError("linspace takes numbers [start, stop] and a count >= 1", where(origin, key=key))
+                raise InputError(
+                    "linspace takes numbers [start, stop] and a count >= 1", where(origin, key=key)
+                )
             values = list(np.linspace(float(spec[0]), float(spec[1]), int(spec[2])))
         else:
             if set(raw) - {"start", "stop", "step"} or not {"start", "stop"} <= set(raw):
-                raise InputError("a range needs start and stop (inclusive), optional step", where(origin, key=key))
+                raise InputError(
+                    "a range needs start and stop (inclusive), optional step", where(origin, key=key)
+                )
             start, stop, step = raw["start"], raw["stop"], raw.get("step", 1)
             if not all(_number(v) for v in (start, stop, step)) or step <= 0:
                 raise InputError("start, stop and step must be numbers, step > 0", where(origin, key=key))
@@ -124,7 +134,18 @@ def _str_list(doc: dict, single: str, plural: str, origin: str) -> list:
 
 def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
     """Validate a parsed sweep document (SPEC section 5)."""
-    known = {"name", "model", "models", "lc", "machine", "machines", "strategies", "axes", "set", "description"}
+    known = {
+        "name",
+        "model",
+        "models",
+        "lc",
+        "machine",
+        "machines",
+        "strategies",
+        "axes",
+        "set",
+        "description",
+    }
     for key in doc:
         if key not in known:
             raise InputError("unknown key", where(origin, key=key))
@@ -132,10 +153,14 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
     for i, entry in enumerate(_str_list(doc, "model", "models", origin)):
         if isinstance(entry, str):
             models.append(ModelRef(entry, doc.get("lc")))
-        elif isinstance(entry, dict) and isinstance(entry.get("model"), str) and set(entry) <= {"model", "lc"}:
+        elif (
+            isinstance(entry, dict) and isinstance(entry.get("model"), str) and set(entry) <= {"model", "lc"}
+        ):
             models.append(ModelRef(entry["model"], entry.get("lc", doc.get("lc"))))
         else:
-            raise InputError("a model is a name/path or { model = ..., lc = ... }", where(origin, key=f"models[{i}]"))
+            raise InputError(
+                "a model is a name/path or { model = ..., lc = ... }", where(origin, key=f"models[{i}]")
+            )
     machines = _str_list(doc, "machine", "machines", origin)
     if not all(isinstance(m, str) for m in machines):
         raise InputError("machines are names or paths", where(origin, key="machines"))
@@ -144,7 +169,9 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
         raise InputError("must be a non-empty list", where(origin, key="strategies"))
     for s in strategies:
         if s not in STRATEGIES:
-            raise InputError(f"unknown strategy '{s}' (known: {', '.join(STRATEGIES)})", where(origin, key="strategies"))
+            raise InputError(
+                f"unknown strategy '{s}' (known: {', '.join(STRATEGIES)})", where(origin, key="strategies")
+            )
     if len(set(strategies)) != len(strategies):
         raise InputError("a strategy is listed twice", where(origin, key="strategies"))
     raw_axes = doc.get("axes", {})
@@ -176,8 +203,13 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
 
 
 def load_spec(path: str | Path) -> SweepSpec:
-    """Read and validate a sweep TOML file; relative paths resolve against its folder."""
+    """Read and validate a sweep TOML file; relative paths resolve against its folder.
+
+    A name that is not a file but names a shipped sweep (``grids/sweeps/NAME.toml``) loads that.
+    """
     path = Path(path)
+    if not path.exists() and path.suffix != ".toml" and (grids.SWEEPS / f"{path}.toml").exists():
+        path = grids.SWEEPS / f"{path}.toml"
     doc = read_toml(path)
     return parse_spec(doc, str(path), path.resolve().parent, path.read_text())
 

@@ -23,7 +23,7 @@ def pareto_mask(objectives: np.ndarray) -> np.ndarray:
     n, k = objs.shape
     if n == 0:
         return np.zeros(0, dtype=bool)
-    finite = ~np.isnan(objs).any(axis=1)
+    finite = np.asarray(~np.isnan(objs).any(axis=1), dtype=bool)
     order = np.lexsort(objs[:, ::-1].T)
     order = order[finite[order]]
     s = objs[order]
@@ -63,10 +63,14 @@ def pareto_brute(objectives: np.ndarray) -> np.ndarray:
             continue
         dominated = False
         for j in range(n):
-            if j != i and not np.isnan(objs[j]).any():
-                if (objs[j] <= objs[i]).all() and (objs[j] < objs[i]).any():
-                    dominated = True
-                    break
+            if (
+                j != i
+                and not np.isnan(objs[j]).any()
+                and (objs[j] <= objs[i]).all()
+                and (objs[j] < objs[i]).any()
+            ):
+                dominated = True
+                break
         out[i] = not dominated
     return out
 

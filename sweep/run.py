@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -126,7 +127,9 @@ class _Writer(threading.Thread):
             raise self.error
 
 
-def run_sweep(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], None] | None = None) -> RunSummary:
+def run_sweep(
+    plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], None] | None = None
+) -> RunSummary:
     """Evaluate every job of ``plan`` and write the dataset folder ``opts.out``."""
     if opts.x64:
         jax.config.update("jax_enable_x64", True)
@@ -160,7 +163,7 @@ def run_sweep(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float]
     previous = store.prepare_folder(folder, opts.resume, opts.overwrite, run_key)
     done = {int(k): v for k, v in (previous or {}).get("done", {}).items()}
     rows_written = int((previous or {}).get("rows", 0))
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": 1,
         "name": plan.spec.name,
         "spec_path": plan.spec.path,
@@ -383,12 +386,21 @@ class _Reducer:
     def _load(self, path: Path) -> None:
         t = pq.read_table(path)
         nf = len(self.fcols)
-        self.floats = np.stack([t.column(f"f{i}").to_numpy() for i in range(nf)]) if len(t) else np.zeros((nf, 0))
+        self.floats = (
+            np.stack([t.column(f"f{i}").to_numpy() for i in range(nf)]) if len(t) else np.zeros((nf, 0))
+        )
         self.limit = t.column("limit").to_numpy().astype(np.int8)
-        self.ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(np.int64)
-        self.labels = np.stack(
-            [np.asarray(t.column(c).to_pylist(), dtype=object) for c in ("model", "machine", "strategy")], axis=1
-        ) if len(t) else np.empty((0, 3), dtype=object)
+        self.ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(
+            np.int64
+        )
+        self.labels = (
+            np.stack(
+                [np.asarray(t.column(c).to_pylist(), dtype=object) for c in ("model", "machine", "strategy")],
+                axis=1,
+            )
+            if len(t)
+            else np.empty((0, 3), dtype=object)
+        )
 
     def finish(self) -> int:
         table = self.table()

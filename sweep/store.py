@@ -67,7 +67,10 @@ class Schema:
     axis_values: dict[str, np.ndarray] = field(default_factory=dict)  # machine axes: digit -> value
 
     def arrow(self) -> pa.Schema:
-        fields = [pa.field(name, pa.dictionary(pa.int32(), pa.string())) for name in ("model", "machine", "strategy")]
+        fields = [
+            pa.field(name, pa.dictionary(pa.int32(), pa.string()))
+            for name in ("model", "machine", "strategy")
+        ]
         for name in self.float_columns:
             if name in INT_COLUMNS:
                 fields.append(pa.field(name, pa.int64()))
@@ -83,7 +86,9 @@ class Schema:
     def all_names(self) -> list[str]:
         return ["model", "machine", "strategy", *self.float_columns, "feasible", "limit"]
 
-    def table(self, model: str, machine: str, strategy: str, floats: np.ndarray, limit: np.ndarray) -> pa.Table:
+    def table(
+        self, model: str, machine: str, strategy: str, floats: np.ndarray, limit: np.ndarray
+    ) -> pa.Table:
         """A table from a chunk's float matrix ``[F, n]`` and limit codes ``[n]``."""
         n = floats.shape[1]
         wanted = set(self.all_names() if self.columns is None else self.columns)

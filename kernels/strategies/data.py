@@ -25,9 +25,9 @@ def data(net: Net, machine: Machine, cfg: Config) -> Cost:
     p = cfg.p
     big_b = cfg.b * p
     its = terms.iterations(net.dataset_samples, big_b)
-    comp = net.dataset_samples / p * net.flops * terms.sec_per_flop(
-        net, machine
-    ) + its * terms.update_s(machine, net.w_elems)
+    comp = net.dataset_samples / p * net.flops * terms.sec_per_flop(net, machine) + its * terms.update_s(
+        machine, net.w_elems
+    )
     weight_bytes = machine.bytes_per_element * net.w_elems
     allreduce = its * mach.gradient_allreduce_s(machine, p, weight_bytes, mach.link(machine, p))
     mem = terms.memory_bytes(machine, cfg.b * net.act_elems, net.w_elems)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from kernels import collectives, terms
 from kernels import machine as mach
+from kernels._types import Array
 from kernels.machine import Link, Machine
 from kernels.network import Net, SplitSums
 from kernels.terms import Config, Cost
@@ -17,8 +17,8 @@ from kernels.terms import Config, Cost
 class LayerwiseTraffic(NamedTuple):
     """Per-iteration layer-wise exchange of filter/channel parallelism."""
 
-    allgather_s: jax.Array
-    allreduce_s: jax.Array
+    allgather_s: Array
+    allreduce_s: Array
 
 
 def layerwise_traffic(sums: SplitSums, p, batch, delta, lk: Link) -> LayerwiseTraffic:
@@ -50,9 +50,7 @@ def _split_channels(net: Net, machine: Machine, cfg: Config, sums: SplitSums) ->
         terms.update_s(machine, terms.split_sum(sums.w_elems, net.w_elems, p))
     )
     traffic = layerwise_traffic(sums, p, big_b, machine.bytes_per_element, mach.link(machine, p))
-    mem = terms.memory_bytes(
-        machine, big_b * net.act_elems, terms.split_sum(sums.w_elems, net.w_elems, p)
-    )
+    mem = terms.memory_bytes(machine, big_b * net.act_elems, terms.split_sum(sums.w_elems, net.w_elems, p))
     zero = terms.zeros_like(comp)
     one = jnp.ones_like(p)
     return Cost(

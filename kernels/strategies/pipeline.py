@@ -37,13 +37,9 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         jnp.where(inside, machine.intra_alpha_s, inter.alpha_s),
         jnp.where(inside, 1.0 / machine.intra_bandwidth_Bps, inter.beta_s_per_byte),
     )
-    hop = collectives.p2p_s(
-        big_b / s * machine.bytes_per_element * table.y_boundary_max[row], *lk
-    )
+    hop = collectives.p2p_s(big_b / s * machine.bytes_per_element * table.y_boundary_max[row], *lk)
     p2p = jnp.where(p > 1, its * 2.0 * (p + s - 2) * hop, 0.0)
-    per_group = 2.0 * machine.bytes_per_element * (
-        big_b * table.group_act[row] + table.group_w[row]
-    )
+    per_group = 2.0 * machine.bytes_per_element * (big_b * table.group_act[row] + table.group_w[row])
     mem = jnp.max(per_group, axis=-1)
     zero = terms.zeros_like(comp)
     one = jnp.ones_like(p)
@@ -61,7 +57,5 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=p2p,
         mem_bytes=mem,
-        limit=terms.limit_code(
-            machine, mem, (p > net.n_layers) | (p < 1), (s > big_b) | (s < 1)
-        ),
+        limit=terms.limit_code(machine, mem, (p > net.n_layers) | (p < 1), (s > big_b) | (s < 1)),
     )

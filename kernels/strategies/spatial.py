@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from kernels import collectives, terms
 from kernels import machine as mach
+from kernels._types import Array
 from kernels.machine import Link, Machine
 from kernels.network import Net, SpatialTable
 from kernels.terms import Config, Cost
@@ -17,12 +17,12 @@ from kernels.terms import Config, Cost
 class SpatialShare(NamedTuple):
     """The active layers of a spatial group of n GPUs, read from the table."""
 
-    flops: jax.Array
-    act_elems: jax.Array
-    halo_layers: jax.Array
-    halo_elems: jax.Array
-    y_last_elems: jax.Array
-    over_max_p: jax.Array
+    flops: Array
+    act_elems: Array
+    halo_layers: Array
+    halo_elems: Array
+    y_last_elems: Array
+    over_max_p: Array
 
 
 def spatial_share(table: SpatialTable, n) -> SpatialShare:
@@ -47,8 +47,8 @@ def spatial_share(table: SpatialTable, n) -> SpatialShare:
 class SpatialTraffic(NamedTuple):
     """Per-iteration halo exchange and exit allgather of a spatial group."""
 
-    halo_s: jax.Array
-    allgather_s: jax.Array
+    halo_s: Array
+    allgather_s: Array
 
 
 def spatial_traffic(share: SpatialShare, n, batch, delta, lk: Link) -> SpatialTraffic:
