@@ -84,13 +84,18 @@ class SpatialTable(NamedTuple):
 
 
 class PipelineTable(NamedTuple):
-    """Min-max contiguous partition for p = 0..G stages (row 0 unused)."""
+    """Min-max contiguous partition for p = 0..G stages (row 0 unused).
+
+    The memory bound ``max_i 2 delta (B act_i + w_i)`` is a maximum of lines
+    in B; only the groups on its upper envelope for B >= 0 are kept (a few
+    per p), so a kernel evaluates it in O(H) instead of O(p).
+    """
 
     flops_max: Array  # [G+1] largest group training FLOPs
     w_max: Array  # [G+1] largest group weight sum
     y_boundary_max: Array  # [G+1] largest output of a group's last layer, groups i < p
-    group_act: Array  # [G+1, G] non-in-place x+y of group i
-    group_w: Array  # [G+1, G] weights of group i
+    mem_act: Array  # [G+1, H] slopes: non-in-place x+y of the groups on the memory envelope
+    mem_w: Array  # [G+1, H] intercepts: weights of those groups (zero-padded)
 
 
 class Net(NamedTuple):
@@ -261,26 +266,49 @@ def minmax_partition(cost: np.ndarray, p: int, candidates: np.ndarray | None = N
     return starts
 
 
+def upper_envelope(slopes: np.ndarray, intercepts: np.ndarray) -> list[int]:
+    """Indices of the lines ``a_i x + w_i`` that attain the maximum for some x >= 0, left to right."""
+    order = list(range(len(slopes)))
+    cur = max(order, key=lambda i: (intercepts[i], slopes[i]))
+    hull, x = [cur], 0.0
+    while True:
+        best, best_x = None, np.inf
+        for j in order:
+            if slopes[j] > slopes[cur]:
+                xj = (intercepts[cur] - intercepts[j]) / (slopes[j] - slopes[cur])
+                xj = max(xj, x)
+                if xj < best_x or (xj == best_x and best is not None and slopes[j] > slopes[best]):
+                    best, best_x = j, xj
+        if best is None:
+            return hull
+        hull.append(best)
+        cur, x = best, best_x
+
+
 def _pipeline_table(flops, w_elems, act_nip, y_elems) -> PipelineTable:
     g = len(flops)
     flops_max = np.zeros(g + 1)
     w_max = np.zeros(g + 1)
     y_bound = np.zeros(g + 1)
-    group_act = np.zeros((g + 1, g))
-    group_w = np.zeros((g + 1, g))
+    hulls: list[tuple[list[float], list[float]]] = [([], [])]
     candidates = contiguous_sums(flops)
     for p in range(1, g + 1):
         starts = minmax_partition(flops, p, candidates)
         bounds = [*starts, g]
-        for i in range(p):
-            lo, hi = bounds[i], bounds[i + 1]
-            flops_max[p] = max(flops_max[p], flops[lo:hi].sum())
-            group_w[p, i] = w_elems[lo:hi].sum()
-            group_act[p, i] = act_nip[lo:hi].sum()
-            if i < p - 1:
-                y_bound[p] = max(y_bound[p], y_elems[hi - 1])
-        w_max[p] = group_w[p].max()
-    return PipelineTable(flops_max, w_max, y_bound, group_act, group_w)
+        acts = np.array([act_nip[lo:hi].sum() for lo, hi in zip(bounds, bounds[1:], strict=False)])
+        ws = np.array([w_elems[lo:hi].sum() for lo, hi in zip(bounds, bounds[1:], strict=False)])
+        flops_max[p] = max(flops[lo:hi].sum() for lo, hi in zip(bounds, bounds[1:], strict=False))
+        w_max[p] = ws.max()
+        y_bound[p] = max((y_elems[hi - 1] for hi in bounds[1:-1]), default=0.0)
+        keep = upper_envelope(acts, ws)
+        hulls.append(([acts[i] for i in keep], [ws[i] for i in keep]))
+    width = max(len(a) for a, _ in hulls)
+    mem_act = np.zeros((g + 1, width))
+    mem_w = np.zeros((g + 1, width))
+    for p, (a, w) in enumerate(hulls):
+        mem_act[p, : len(a)] = a
+        mem_w[p, : len(w)] = w
+    return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w)
 
 
 def build_net(

@@ -183,8 +183,8 @@ def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_tex
     from sweep.grid import plan as make_plan
     from sweep.run import Interrupted, RunOptions, parse_keep, run_sweep, tty_progress
 
-    if chunk < 1 or chunk > 1 << 26:
-        raise InputError(f"--chunk must be in 1..{1 << 26}, got {chunk}")
+    if not 1 <= chunk <= engine.MAX_CHUNK:
+        raise InputError(f"--chunk must be in 1..{engine.MAX_CHUNK}, got {chunk}")
     p = make_plan(load_spec(spec_path))
     if p.size > CONFIRM_POINTS and not yes:
         raise InputError(f"{p.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")

@@ -26,6 +26,8 @@ from sweep.models import Model, load_model, read_toml
 CONFIG_AXES: tuple[str, ...] = ("p", "b", "p2", "S")
 #: Above this many points a run needs ``--yes``.
 CONFIRM_POINTS = 10**12
+#: Longest axis: digits must stay exact in float32 on the device.
+MAX_AXIS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
         values = [raw]
     if not values:
         raise InputError("axis is empty", where(origin, key=key))
+    if len(values) > MAX_AXIS:
+        raise InputError(f"axis has {len(values):,} values, more than {MAX_AXIS:,}", where(origin, key=key))
     if name in CONFIG_AXES:
         out = []
         for v in values:

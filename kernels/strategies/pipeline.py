@@ -39,7 +39,7 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     )
     hop = collectives.p2p_s(big_b / s * machine.bytes_per_element * table.y_boundary_max[row], *lk)
     p2p = jnp.where(p > 1, its * 2.0 * (p + s - 2) * hop, 0.0)
-    per_group = 2.0 * machine.bytes_per_element * (big_b * table.group_act[row] + table.group_w[row])
+    per_group = 2.0 * machine.bytes_per_element * (big_b * table.mem_act[row] + table.mem_w[row])
     mem = jnp.max(per_group, axis=-1)
     zero = terms.zeros_like(comp)
     one = jnp.ones_like(p)
