@@ -295,9 +295,9 @@ def _pipeline_table(flops, w_elems, act_nip, y_elems) -> PipelineTable:
     for p in range(1, g + 1):
         starts = minmax_partition(flops, p, candidates)
         bounds = [*starts, g]
-        acts = np.array([act_nip[lo:hi].sum() for lo, hi in zip(bounds, bounds[1:], strict=False)])
-        ws = np.array([w_elems[lo:hi].sum() for lo, hi in zip(bounds, bounds[1:], strict=False)])
-        flops_max[p] = max(flops[lo:hi].sum() for lo, hi in zip(bounds, bounds[1:], strict=False))
+        acts = np.add.reduceat(act_nip, starts)
+        ws = np.add.reduceat(w_elems, starts)
+        flops_max[p] = np.add.reduceat(flops, starts).max()
         w_max[p] = ws.max()
         y_bound[p] = max((y_elems[hi - 1] for hi in bounds[1:-1]), default=0.0)
         keep = upper_envelope(acts, ws)
