@@ -1,5 +1,9 @@
 """Hybrid strategies: data+filter and data+spatial (SPEC section 4).
 
+Their inter-group gradient allreduce is already hierarchical by construction
+(SPEC section 4), so ``allreduce_algo = hierarchical`` falls back to ring for
+it; ring, tree and auto apply as for the pure strategies.
+
 p = p1 * p2: the model-parallel strategy runs inside groups of p2 GPUs (by
 default one node), data parallelism across the p1 groups, B = b * p1. They
 reuse the pure strategies' pieces: :func:`~kernels.strategies.filter.layerwise_traffic`
@@ -22,8 +26,9 @@ from kernels.terms import Config, Cost
 def _grouping(cfg: Config):
     """(p1, p2, misfit): misfit when p2 does not divide p, or p < p2 (SPEC section 5 defaults)."""
     p, p2 = cfg.p, cfg.p2
-    p1 = p / p2
-    misfit = (p2 < 1) | (p < p2) | (jnp.round(p1) * p2 != p)
+    misfit = (p2 < 1) | (p < p2) | (jnp.round(p / p2) * p2 != p)
+    # misfit rows are infeasible (max_p); p1 >= 1 keeps their terms non-negative
+    p1 = jnp.maximum(p / p2, 1.0)
     return p1, p2, misfit
 
 

@@ -1,0 +1,28 @@
+"""Test set-up: float64 JAX (STYLE: x64 on in tests) and the small network and machine.
+
+The network and machine are described, with their hand-computed totals, in
+:mod:`tests.helpers`.
+"""
+
+from __future__ import annotations
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import pytest  # noqa: E402
+
+import kernels  # noqa: E402
+from tests.helpers import small_machine_of, small_net_of  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def small_net() -> kernels.Net:
+    """conv 3x3 -> relu -> fc on 2x4x4, D = 1000 (see :mod:`tests.helpers`)."""
+    return small_net_of()
+
+
+@pytest.fixture(scope="session")
+def small_machine() -> kernels.Machine:
+    """2 GPUs and 1 NIC per node, two inter levels (see :mod:`tests.helpers`)."""
+    return small_machine_of()
