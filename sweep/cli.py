@@ -98,6 +98,7 @@ def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json)
           --p 1024 --b 32 --set inter_bandwidth_Bps=25e9
     """
     _enable_x64()
+    _setup_jax_cache()
     from sweep.evaluate import Bound, check_strategy
     from sweep.evaluate import estimate as run_estimate
     from sweep.machines import load_machine
