@@ -289,5 +289,7 @@ def main() -> None:
         os._exit(130)
 
 
+# Command groups defined in their own modules register on ``cli`` when imported (bottom of file).
+
 if __name__ == "__main__":  # pragma: no cover
     main()
