@@ -189,7 +189,7 @@ def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_tex
     p = make_plan(load_spec(spec_path))
     if p.size > CONFIRM_POINTS and not yes:
         raise InputError(f"{p.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
-    keep = parse_keep(keep_text, engine.float_columns(p.jobs[0]))
+    keep = parse_keep(keep_text, engine.numeric_columns(p.jobs[0]))
     folder = Path(out) if out else Path("outputs") / p.spec.name
     cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
     opts = RunOptions(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -56,9 +57,14 @@ class Keep:
         return "all"
 
 
-def float_columns(job: Job) -> tuple[str, ...]:
-    """Names of the rows of the float matrix a chunk returns, in order."""
-    return (*CONFIG_COLUMNS, *job.machine_axes, *RESULT_COLUMNS)
+def int_columns(job: Job) -> tuple[str, ...]:
+    """Rows of a chunk's int32 matrix: configuration columns, then swept machine parameters (digits)."""
+    return (*CONFIG_COLUMNS, *job.machine_axes)
+
+
+def numeric_columns(job: Job) -> tuple[str, ...]:
+    """Every numeric output column of a job, in output order."""
+    return (*int_columns(job), *RESULT_COLUMNS)
 
 
 def decode_info(job: Job, start: int, chunk: int) -> np.ndarray:
@@ -112,19 +118,39 @@ def _floor_div(a, d):
     return jnp.where(q * d > a, q - 1, q)
 
 
-def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
-    """A jitted ``f(net, machine, values, info, n_real)`` and its compaction size.
+class ChunkOut(NamedTuple):
+    """What a chunk returns. Column matrices are ``[columns, rows]`` so each column is contiguous.
 
-    Returns ``(floats[F, C], limit[C], mask[C])``; ``mask`` marks the rows to
-    keep: real (not padding), a configuration the strategy can take (hybrids
-    skip p2 not dividing p), and, for a ``keep`` reduction, a candidate. A
-    reduction also returns the candidates compacted to a fixed size:
-    ``(floats[F, K], limit[K], local index[K], count)``.
+    ``ints`` holds the configuration columns and, for swept machine parameters,
+    the axis digit (the host maps it to the exact float64 value); ``floats``
+    the result columns. A reduction also returns its candidates compacted to
+    ``K`` rows (``sel`` their local indices, ``count`` how many are real);
+    when ``count > K`` the host reads the full arrays at ``mask`` instead.
+    """
+
+    floats: jax.Array
+    ints: jax.Array
+    limit: jax.Array
+    mask: jax.Array
+    # reductions only: candidates compacted to K rows (the full arrays above stay on the device)
+    c_floats: Any = None
+    c_ints: Any = None
+    c_limit: Any = None
+    sel: Any = None
+    count: Any = None
+
+
+def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
+    """A jitted ``f(net, machine, values, info, n_real) -> ChunkOut`` and its compaction size.
+
+    ``mask`` marks the rows to keep: real (not padding), a configuration the
+    strategy can take (hybrids skip p2 not dividing p), and, for a ``keep``
+    reduction, a candidate.
     """
     axis_names = tuple(job.axes)
     machine_axes = job.machine_axes
     point = point_fn(job.strategy, machine_axes)
-    fcols = float_columns(job)
+    icols = int_columns(job)
     hybrid = "p2" in axis_names
     fixed = dict(job.bound.profile.overrides)
 
@@ -144,18 +170,24 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
         # shared subexpressions for every output column (measured 2-4x slower).
         cost, derived = jax.lax.optimization_barrier((cost, derived))
-        # machine-axis columns carry the axis digit; the host maps it to the exact float64 value
-        digit_of = {k: digits[axis_names.index(k)] for k in machine_axes}
-        merged = {**cost._asdict(), **derived._asdict(), **digit_of}
-        floats = jnp.stack([jnp.asarray(merged[c], dtype) for c in fcols])
+        merged = {**cost._asdict(), **derived._asdict()}
+        floats = jnp.stack([jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS])
+        ints = jnp.stack(
+            [jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_COLUMNS]
+            + [digits[axis_names.index(k)] for k in machine_axes]
+        )
         fits = jnp.ones((), bool)
         if hybrid:
             fits = (p >= p2) & (jnp.round(p / p2) * p2 == p)
-        return floats, cost.limit.astype(jnp.int8), fits
+        return floats, ints, cost.limit.astype(jnp.int8), fits
 
     vone = jax.vmap(one, in_axes=(None, None, None, 0))
-
     radix = np.asarray([len(v) for v in job.axes.values()], np.float32)[:, None]
+
+    def column(floats, ints, name):
+        if name in RESULT_COLUMNS:
+            return floats[RESULT_COLUMNS.index(name)]
+        return ints[icols.index(name)].astype(dtype)
 
     def run(net, machine, values, info, n_real):
         # Mixed-radix decode in exact small-integer float arithmetic (vectorises on
@@ -169,24 +201,26 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
         )
         total = fi[:, 0:1] + carry
         digits = (total - radix * _floor_div(total, radix)).astype(jnp.int32)
-        floats, limit, fits = vone(net, machine, values, digits.T)
-        floats = floats.T
+        floats, ints, limit, fits = vone(net, machine, values, digits.T)
+        floats, ints = floats.T, ints.T
         mask = (k < n_real) & fits
         if keep.kind == "pareto":
             ok = mask & (limit == 0)
-            cols = [floats[fcols.index(c)] for c in keep.columns]
+            cols = [column(floats, ints, c) for c in keep.columns]
             # two objectives reduce on the device; more are reduced exactly on the host
             mask = _pareto_mask_2d(cols[0], cols[1], ok) if len(cols) == 2 else ok
         elif keep.kind == "top":
             ok = mask & (limit == 0)
-            score = jnp.where(ok, floats[fcols.index(keep.columns[0])], jnp.inf)
+            score = jnp.where(ok, column(floats, ints, keep.columns[0]), jnp.inf)
             kth = -jax.lax.top_k(-score, min(keep.k, chunk))[0][-1]
             mask = ok & (score <= kth)  # every row tied with the k-th; the host breaks ties
         if not keep.reduces:
-            return floats, limit, mask
+            return ChunkOut(floats, ints, limit, mask)
         count = jnp.sum(mask)
         (idx,) = jnp.nonzero(mask, size=compact, fill_value=0)
-        return floats, limit, mask, floats[:, idx], limit[idx], idx.astype(jnp.int32), count
+        return ChunkOut(
+            floats, ints, limit, mask, floats[:, idx], ints[:, idx], limit[idx], idx.astype(jnp.int32), count
+        )
 
     compact = min(chunk, max(COMPACT_ROWS, keep.k))
     TRACES[(job.index, job.strategy)] = 0

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from sweep import engine, store
 from sweep.engine import Keep
 from sweep.errors import InputError
+from sweep.evaluate import RESULT_COLUMNS
 from sweep.grid import Plan
 from sweep.pareto import pareto_mask, top_k_order
 
@@ -93,13 +94,20 @@ def parse_keep(text: str | None, columns: tuple[str, ...]) -> Keep:
 
 
 class _Writer(threading.Thread):
-    """Writes queued part files in order and records each in the manifest."""
+    """Builds and writes queued part files in order, recording each in the manifest.
 
-    def __init__(self, writer: store.PartWriter, on_done: Callable[[int, int, int], None]):
+    Turning a chunk's arrays into an Arrow table and compressing it happen
+    here, off the thread that feeds the device.
+    """
+
+    def __init__(
+        self, writer: store.PartWriter, schema: store.Schema, on_done: Callable[[int, int, int], None]
+    ):
         super().__init__(daemon=True)
         self.writer = writer
+        self.schema = schema
         self.on_done = on_done
-        self.jobs: queue.Queue = queue.Queue(maxsize=3)
+        self.jobs: queue.Queue = queue.Queue(maxsize=2)
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -107,9 +115,10 @@ class _Writer(threading.Thread):
             item = self.jobs.get()
             if item is None:
                 return
-            job, chunk, table = item
+            job, chunk, labels, ints, floats, limit = item
             try:
                 if self.error is None:
+                    table = self.schema.table(labels, ints, floats, limit)
                     self.writer.write(store.part_name(job, chunk), table)
                     self.on_done(job, chunk, len(table))
             except BaseException as err:  # surfaced by the main thread
@@ -135,12 +144,12 @@ def run_sweep(
         jax.config.update("jax_enable_x64", True)
     dtype = np.float64 if opts.x64 else np.float32
     jobs = plan.jobs
-    fcols = engine.float_columns(jobs[0])
     schema = store.Schema(
         models=list(plan.models),
         machines=list(plan.machines),
         strategies=list(plan.spec.strategies),
-        float_columns=fcols,
+        int_columns=engine.int_columns(jobs[0]),
+        float_columns=RESULT_COLUMNS,
         float_type=pa.float64() if opts.x64 else pa.float32(),
         metadata=_metadata(plan, opts),
         axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
@@ -201,9 +210,9 @@ def run_sweep(
     save_manifest()
     arrow_schema = schema.arrow()
     part_writer = store.PartWriter(folder, arrow_schema, opts.compression)
-    writer = _Writer(part_writer, on_done)
+    writer = _Writer(part_writer, schema, on_done)
     writer.start()
-    reducer = _Reducer(opts.keep, fcols, schema, folder, part_writer, previous) if opts.keep.reduces else None
+    reducer = _Reducer(opts.keep, schema, folder, part_writer, previous) if opts.keep.reduces else None
     total_points = plan.size
     points_done = sum(min(done.get(j.index, 0) * opts.chunk, j.size) for j in jobs)
     start_time = time.perf_counter()
@@ -231,8 +240,7 @@ def run_sweep(
                 if pending is not None:
                     p_number, p_start, p_real, outputs = pending
                     if reducer is None:
-                        table = _chunk_table(schema, job, outputs, opts.only_feasible)
-                        writer.put((job.index, p_number, table))
+                        writer.put((job.index, p_number, *_chunk_rows(job, outputs, opts.only_feasible)))
                     else:
                         reducer.add(job, p_number, p_start, outputs)
                         with lock:
@@ -273,28 +281,32 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _chunk_table(schema: store.Schema, job, outputs, only_feasible: bool) -> pa.Table:
-    floats, limit, mask = (np.asarray(o) for o in outputs)
+def _chunk_rows(job, out: engine.ChunkOut, only_feasible: bool):
+    """(labels, ints, floats, limit) of a chunk's rows to write, on the host."""
+    ints, floats, limit, mask = (np.asarray(a) for a in (out.ints, out.floats, out.limit, out.mask))
     if only_feasible:
         mask = mask & (limit == 0)
     if not mask.all():
         sel = np.flatnonzero(mask)
-        floats, limit = floats[:, sel], limit[sel]
-    return schema.table(job.bound.model.name, job.bound.profile.name, job.strategy, floats, limit)
+        ints, floats, limit = ints[:, sel], floats[:, sel], limit[sel]
+    return _labels(job), ints, floats, limit
+
+
+def _labels(job) -> tuple[str, str, str]:
+    return (job.bound.model.name, job.bound.profile.name, job.strategy)
 
 
 class _Reducer:
     """Running Pareto front or top-k over chunk survivors, checkpointed for ``--resume``."""
 
-    def __init__(self, keep: Keep, fcols, schema: store.Schema, folder: Path, writer, previous: dict | None):
+    def __init__(self, keep: Keep, schema: store.Schema, folder: Path, writer, previous: dict | None):
         self.keep = keep
-        self.fcols = fcols
         self.schema = schema
         self.folder = folder
         self.writer = writer
-        self.obj_rows = [fcols.index(c) for c in keep.columns]
-        self.tables: list[pa.Table] = []
-        self.floats = np.zeros((len(fcols), 0))
+        self.names = (*schema.int_columns, *schema.float_columns)
+        self.obj_rows = [self.names.index(c) for c in keep.columns]
+        self.values = np.zeros((len(self.names), 0))  # ints then floats, as float64 (exact for both)
         self.limit = np.zeros(0, dtype=np.int8)
         self.ids = np.zeros((0, 2), dtype=np.int64)  # job index, flat index within the job
         self.labels = np.empty((0, 3), dtype=object)  # model, machine, strategy
@@ -305,49 +317,46 @@ class _Reducer:
             self._load(folder / state)
             self.seq = int((previous or {}).get("keep_seq", 0))
 
-    def add(self, job, number: int, start: int, outputs) -> None:
-        floats, limit, mask, cf, cl, ci, count = outputs
-        count = int(count)
-        if count <= cf.shape[1]:
-            floats = np.asarray(cf)[:, :count]
-            limit = np.asarray(cl)[:count]
-            local = np.asarray(ci)[:count]
-        else:
-            m = np.asarray(mask)
-            local = np.flatnonzero(m)
-            floats = np.asarray(floats)[:, local]
-            limit = np.asarray(limit)[local]
+    def add(self, job, number: int, start: int, out: engine.ChunkOut) -> None:
+        count = int(out.count)
+        if count <= out.sel.shape[0]:
+            ints = np.asarray(out.c_ints)[:, :count]
+            floats = np.asarray(out.c_floats)[:, :count]
+            limit = np.asarray(out.c_limit)[:count]
+            local = np.asarray(out.sel)[:count]
+        else:  # more candidates than the compacted block (many ties): read them from the full arrays
+            local = np.flatnonzero(np.asarray(out.mask))
+            ints = np.asarray(out.ints)[:, local]
+            floats = np.asarray(out.floats)[:, local]
+            limit = np.asarray(out.limit)[local]
         ids = np.stack([np.full(len(local), job.index), start + local.astype(np.int64)], axis=1)
-        names = np.array([job.bound.model.name, job.bound.profile.name, job.strategy], dtype=object)
-        self.floats = np.concatenate([self.floats, floats.astype(np.float64)], axis=1)
+        block = np.concatenate([ints.astype(np.float64), floats.astype(np.float64)])
+        self.values = np.concatenate([self.values, block], axis=1)
         self.limit = np.concatenate([self.limit, limit.astype(np.int8)])
         self.ids = np.concatenate([self.ids, ids])
-        self.labels = np.concatenate([self.labels, np.tile(names, (len(local), 1))])
+        self.labels = np.concatenate(
+            [self.labels, np.tile(np.array(_labels(job), dtype=object), (len(local), 1))]
+        )
         self._reduce()
 
     def _reduce(self) -> None:
-        if self.floats.shape[1] == 0:
+        if self.values.shape[1] == 0:
             return
         if self.keep.kind == "pareto":
-            objs = self.floats[self.obj_rows].T
-            keep = np.flatnonzero(pareto_mask(objs))
+            keep = np.flatnonzero(pareto_mask(self.values[self.obj_rows].T))
             keep = keep[np.lexsort((self.ids[keep, 1], self.ids[keep, 0]))]
         else:
             order_key = self.ids[:, 0] * (1 << 40) + self.ids[:, 1]
-            keep = top_k_order(self.floats[self.obj_rows[0]], order_key, self.keep.k)
-        self.floats = self.floats[:, keep]
+            keep = top_k_order(self.values[self.obj_rows[0]], order_key, self.keep.k)
+        self.values = self.values[:, keep]
         self.limit = self.limit[keep]
         self.ids = self.ids[keep]
         self.labels = self.labels[keep]
 
     def table(self) -> pa.Table:
-        tables = []
-        for i in range(self.floats.shape[1]):
-            m, h, s = self.labels[i]
-            tables.append(self.schema.table(m, h, s, self.floats[:, i : i + 1], self.limit[i : i + 1]))
-        if not tables:
-            return self.schema.arrow().empty_table()
-        return pa.concat_tables(tables)
+        ni = len(self.schema.int_columns)
+        ints = np.rint(self.values[:ni]).astype(np.int32)
+        return self.schema.table(self.labels, ints, self.values[ni:], self.limit)
 
     def maybe_checkpoint(self, manifest: dict, lock, save) -> None:
         if time.perf_counter() - self.last_checkpoint >= CHECKPOINT_S:
@@ -357,9 +366,9 @@ class _Reducer:
         """Write the running result and the done counts together (state file, then manifest)."""
         self.seq += 1
         name = f"_keep-{self.seq:06d}.parquet"
-        state = self._state_table()
-        pq.write_table(state, self.folder / f".{name}.tmp")
-        (self.folder / f".{name}.tmp").replace(self.folder / name)
+        tmp = self.folder / f".{name}.tmp"
+        pq.write_table(self._state_table(), tmp)
+        tmp.replace(self.folder / name)
         old = manifest.get("keep_state")
         with lock:
             manifest["keep_state"] = name
@@ -370,37 +379,26 @@ class _Reducer:
         self.last_checkpoint = time.perf_counter()
 
     def _state_table(self) -> pa.Table:
-        cols = {f"f{i}": self.floats[i] for i in range(self.floats.shape[0])}
-        cols.update(
-            {
-                "limit": self.limit,
-                "job": self.ids[:, 0],
-                "index": self.ids[:, 1],
-                "model": self.labels[:, 0].astype(str) if len(self.labels) else np.array([], dtype=str),
-                "machine": self.labels[:, 1].astype(str) if len(self.labels) else np.array([], dtype=str),
-                "strategy": self.labels[:, 2].astype(str) if len(self.labels) else np.array([], dtype=str),
-            }
-        )
+        cols: dict[str, Any] = {f"v{i}": self.values[i] for i in range(self.values.shape[0])}
+        cols["limit"] = self.limit
+        cols["job"] = self.ids[:, 0]
+        cols["index"] = self.ids[:, 1]
+        for j, name in enumerate(("model", "machine", "strategy")):
+            cols[name] = pa.array([str(v) for v in self.labels[:, j]], pa.string())
         return pa.table(cols)
 
     def _load(self, path: Path) -> None:
         t = pq.read_table(path)
-        nf = len(self.fcols)
-        self.floats = (
-            np.stack([t.column(f"f{i}").to_numpy() for i in range(nf)]) if len(t) else np.zeros((nf, 0))
+        n = len(self.names)
+        self.values = (
+            np.stack([t.column(f"v{i}").to_numpy() for i in range(n)]) if len(t) else np.zeros((n, 0))
         )
         self.limit = t.column("limit").to_numpy().astype(np.int8)
         self.ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(
             np.int64
         )
-        self.labels = (
-            np.stack(
-                [np.asarray(t.column(c).to_pylist(), dtype=object) for c in ("model", "machine", "strategy")],
-                axis=1,
-            )
-            if len(t)
-            else np.empty((0, 3), dtype=object)
-        )
+        labels = [t.column(c).to_pylist() for c in ("model", "machine", "strategy")]
+        self.labels = np.array(list(zip(*labels, strict=True)), dtype=object).reshape(len(t), 3)
 
     def finish(self) -> int:
         table = self.table()

@@ -26,7 +26,6 @@ from sweep.errors import InputError
 
 MANIFEST = "_manifest.json"
 META_KEY = b"paradl_sweep"
-INT_COLUMNS = frozenset({"p", "p1", "p2", "b", "B", "S", "iterations"})
 
 
 def versions() -> dict[str, str]:
@@ -55,12 +54,18 @@ def remove_temporaries(folder: Path) -> None:
 
 @dataclass
 class Schema:
-    """The output schema: identity columns, integer configuration, floats, feasibility."""
+    """The output schema: identity columns, integer configuration, swept parameters, results.
+
+    Configuration columns are int32 (the device computes them in int32);
+    swept machine parameters are float64, mapped from their axis digit to
+    the exact value in the spec; results are float32 (float64 with ``--x64``).
+    """
 
     models: list[str]
     machines: list[str]
     strategies: list[str]
-    float_columns: tuple[str, ...]
+    int_columns: tuple[str, ...]  # configuration columns, then swept machine parameters (digits)
+    float_columns: tuple[str, ...]  # result columns
     float_type: pa.DataType
     metadata: dict[str, str] = field(default_factory=dict)
     columns: tuple[str, ...] | None = None  # subset to write, None = all
@@ -71,11 +76,9 @@ class Schema:
             pa.field(name, pa.dictionary(pa.int32(), pa.string()))
             for name in ("model", "machine", "strategy")
         ]
-        for name in self.float_columns:
-            if name in INT_COLUMNS:
-                fields.append(pa.field(name, pa.int64()))
-            else:
-                fields.append(pa.field(name, pa.float64() if name in self.axis_values else self.float_type))
+        for name in self.int_columns:
+            fields.append(pa.field(name, pa.float64() if name in self.axis_values else pa.int32()))
+        fields.extend(pa.field(name, self.float_type) for name in self.float_columns)
         fields.append(pa.field("feasible", pa.bool_()))
         fields.append(pa.field("limit", pa.dictionary(pa.int8(), pa.string())))
         schema = pa.schema(fields)
@@ -84,32 +87,41 @@ class Schema:
         return schema.with_metadata({META_KEY: json.dumps(self.metadata).encode()})
 
     def all_names(self) -> list[str]:
-        return ["model", "machine", "strategy", *self.float_columns, "feasible", "limit"]
+        return ["model", "machine", "strategy", *self.int_columns, *self.float_columns, "feasible", "limit"]
 
     def table(
-        self, model: str, machine: str, strategy: str, floats: np.ndarray, limit: np.ndarray
+        self,
+        labels: tuple[str, str, str] | np.ndarray,
+        ints: np.ndarray,
+        floats: np.ndarray,
+        limit: np.ndarray,
     ) -> pa.Table:
-        """A table from a chunk's float matrix ``[F, n]`` and limit codes ``[n]``."""
-        n = floats.shape[1]
+        """A table from a chunk's ``ints [Fi, n]``, ``floats [Ff, n]`` and limit codes ``[n]``.
+
+        ``labels`` is one (model, machine, strategy) for every row, or an
+        ``[n, 3]`` array of them.
+        """
+        n = len(limit)
         wanted = set(self.all_names() if self.columns is None else self.columns)
         arrays: dict[str, pa.Array] = {}
-        zeros = np.zeros(n, dtype=np.int32)
-        for name, names, value in (
-            ("model", self.models, model),
-            ("machine", self.machines, machine),
-            ("strategy", self.strategies, strategy),
+        rows = labels if isinstance(labels, np.ndarray) and labels.ndim == 2 else None
+        for j, (name, names) in enumerate(
+            (("model", self.models), ("machine", self.machines), ("strategy", self.strategies))
         ):
             if name in wanted:
-                arrays[name] = pa.DictionaryArray.from_arrays(zeros + names.index(value), pa.array(names))
+                if rows is not None:
+                    codes = np.array([names.index(v) for v in rows[:, j]], dtype=np.int32)
+                else:
+                    codes = np.full(n, names.index(labels[j]), dtype=np.int32)
+                arrays[name] = pa.DictionaryArray.from_arrays(codes, pa.array(names))
+        for i, name in enumerate(self.int_columns):
+            if name in wanted:
+                col = ints[i]
+                arrays[name] = pa.array(self.axis_values[name][col] if name in self.axis_values else col)
+        ftype = self.float_type.to_pandas_dtype()
         for i, name in enumerate(self.float_columns):
-            if name not in wanted:
-                continue
-            if name in INT_COLUMNS:
-                arrays[name] = pa.array(np.rint(floats[i]).astype(np.int64))
-            elif name in self.axis_values:
-                arrays[name] = pa.array(self.axis_values[name][floats[i].astype(np.int64)])
-            else:
-                arrays[name] = pa.array(floats[i].astype(self.float_type.to_pandas_dtype(), copy=False))
+            if name in wanted:
+                arrays[name] = pa.array(floats[i].astype(ftype, copy=False))
         if "feasible" in wanted:
             arrays["feasible"] = pa.array(limit == 0)
         if "limit" in wanted:
