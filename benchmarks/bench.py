@@ -1,0 +1,205 @@
+"""Throughput benchmarks of the sweep engine; prints a table of figures.
+
+    python -m benchmarks.bench            # all sections, a few minutes on 2 cores
+    python -m benchmarks.bench --quick    # smaller grids
+    python -m benchmarks.bench --big      # adds the 1e9-point --keep pareto RSS run
+
+(a) kernel throughput per strategy and for all eight on ResNet-50 (174 layers),
+    beside a plain-Python per-configuration evaluation of the same equations
+    (benchmarks/reference.py): the ratio is the figure. "materialised" returns
+    every column to the host like a sweep writing all rows; "fused" reduces on
+    the device (the --keep path). Medians of repeated chunks.
+(b) end-to-end ``sweep run`` to Parquet, every row written, rows/s.
+(c) the same grid with ``--keep pareto:t_epoch_s,p``, configurations/s.
+(d) peak resident memory of ``--keep pareto`` runs of growing size, each in a
+    fresh process: it must not grow with the grid.
+(e) start-up: wall time of a tiny ``sweep run`` in a fresh process, first and
+    second time (the second finds the persistent compilation cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from kernels import STRATEGIES
+from sweep import engine
+from sweep.engine import Keep
+from sweep.grid import load_spec, parse_spec, plan
+from sweep.run import RunOptions, parse_keep, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_spec(folder: Path, name: str, strategies: list[str], n_bw: int, n_alpha: int) -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(
+        f"""name = "{name}"
+model = "resnet50"
+machine = "abci"
+strategies = {json.dumps(strategies)}
+[axes]
+p = {{ log2 = [0, 12] }}
+b = [8, 16, 32, 64, 128, 256]
+p2 = [4]
+S = [8]
+inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, {n_bw}] }}
+inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
+"""
+    )
+    return path
+
+
+def median_rate(fn, args, points: int, reps: int) -> float:
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t)
+    return points / statistics.median(times)
+
+
+def kernel_section(tmp: Path, chunk: int, reps: int) -> list[tuple[str, float, float, float]]:
+    from benchmarks import reference
+
+    spec = write_spec(tmp, "kernel", list(STRATEGIES), 64, 64)
+    p = plan(load_spec(spec))
+    rows = []
+    totals = {"mat": 0.0, "fused": 0.0, "py": 0.0}
+    rng = random.Random(0)
+    for job in p.jobs:
+        net, machine, values = engine.device_inputs(job, np.float32)
+        info = engine.decode_info(job, 0, chunk)
+        n = np.int32(min(chunk, job.size))
+        mat, _ = engine.build_chunk_fn(job, chunk, Keep("all"), np.float32)
+        fused, _ = engine.build_chunk_fn(job, chunk, Keep("top", ("t_epoch_s",), 1), np.float32)
+        r_mat = median_rate(lambda *a, f=mat: f(*a).floats, (net, machine, values, info, n), chunk, reps)
+        r_fused = median_rate(lambda *a, f=fused: f(*a).count, (net, machine, values, info, n), chunk, reps)
+        ref = reference.prepare(job.bound.net, job.bound.profile.pytree())
+        configs = [
+            (rng.choice([1, 4, 16, 64, 256, 1024]), rng.choice([8, 32, 128]), 4, 8) for _ in range(2000)
+        ]
+        t = time.perf_counter()
+        for cfg in configs:
+            reference.evaluate(ref, job.strategy, *cfg)
+        r_py = len(configs) / (time.perf_counter() - t)
+        rows.append((job.strategy, r_mat, r_fused, r_py))
+        for key, r in (("mat", r_mat), ("fused", r_fused), ("py", r_py)):
+            totals[key] += 1.0 / r
+    # the same number of configurations through each of the eight kernels: rows/s overall
+    n = len(p.jobs)
+    rows.append(("all eight", n / totals["mat"], n / totals["fused"], n / totals["py"]))
+    return rows
+
+
+def run_section(tmp: Path, n_bw: int, n_alpha: int, keep: str | None) -> tuple[int, int, float]:
+    spec_path = write_spec(
+        tmp, f"e2e-{keep or 'all'}".replace(":", "-").replace(",", "-"), list(STRATEGIES), n_bw, n_alpha
+    )
+    p = plan(load_spec(spec_path))
+    out = tmp / spec_path.stem
+    k = parse_keep(keep, engine.numeric_columns(p.jobs[0]))
+    warm = RunOptions(out=tmp / "warm", keep=k, overwrite=True)
+    small = plan(
+        parse_spec(
+            {**_doc(spec_path), "axes": {**_doc(spec_path)["axes"], "inter_alpha_s": [1e-6]}}, "warm", tmp
+        )
+    )
+    run_sweep(small, warm)  # compile every job once outside the timing
+    t = time.perf_counter()
+    summary = run_sweep(p, RunOptions(out=out, keep=k, overwrite=True))
+    return p.size, summary.rows, time.perf_counter() - t
+
+
+def _doc(path: Path) -> dict:
+    import tomllib
+
+    return tomllib.loads(path.read_text())
+
+
+def rss_section(tmp: Path, sizes: list[int]) -> list[tuple[int, float, float]]:
+    out = []
+    for size in sizes:
+        n_alpha = max(1, size // (13 * 6 * 100 * 8))
+        spec = write_spec(tmp, f"rss{size}", list(STRATEGIES), 100, n_alpha)
+        points = plan(load_spec(spec)).size
+        code = (
+            "import resource, sys;from sweep.cli import main;"
+            f"sys.argv=['sweep','run',{str(spec)!r},'-o',{str(tmp / f'rss{size}')!r},'--overwrite',"
+            "'--keep','pareto:t_epoch_s,p'];\ntry:\n main()\nexcept SystemExit:\n pass\n"
+            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        )
+        t = time.perf_counter()
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t
+        rss_kb = int(res.stdout.strip().split("RSS")[-1])
+        out.append((points, rss_kb / 1024, wall))
+    return out
+
+
+def startup_section(tmp: Path) -> list[float]:
+    spec = write_spec(tmp, "startup", ["data"], 2, 1)
+    cache = tmp / "jax-cache"
+    walls = []
+    for i in range(2):
+        t = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "sweep.cli", "run", str(spec), "-o", str(tmp / f"start{i}")],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "SWEEP_JAX_CACHE": str(cache)},
+        )
+        walls.append(time.perf_counter() - t)
+    return walls
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller grids")
+    ap.add_argument("--big", action="store_true", help="add the 1e9-point RSS run")
+    args = ap.parse_args()
+    print(f"device: {jax.devices()[0].platform} x{len(jax.devices())}, {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        chunk = 1 << 16 if args.quick else 1 << 18
+        print("\n(a) kernel throughput, ResNet-50 (174 layers) on abci, configurations/s")
+        print(f"{'strategy':<14} {'materialised':>14} {'fused':>14} {'plain Python':>14} {'ratio':>10}")
+        for name, r_mat, r_fused, r_py in kernel_section(tmp, chunk, 5):
+            print(f"{name:<14} {r_mat:>14,.0f} {r_fused:>14,.0f} {r_py:>14,.0f} {r_fused / r_py:>9,.0f}x")
+        n_alpha = 20 if args.quick else 100
+        size, rows, wall = run_section(tmp, 100, n_alpha, None)
+        print(
+            f"\n(b) sweep run, every row to Parquet: {size:,} points, {rows:,} rows in {wall:.2f} s = {rows / wall:,.0f} rows/s"
+        )
+        size, rows, wall = run_section(tmp, 100, n_alpha, "pareto:t_epoch_s,p")
+        print(
+            f"(c) --keep pareto:t_epoch_s,p: {size:,} points in {wall:.2f} s = {size / wall:,.0f} configurations/s ({rows:,} rows kept)"
+        )
+        sizes = [10**6, 10**7] if args.quick else [10**6, 10**7, 10**8]
+        if args.big:
+            sizes.append(10**9)
+        print("\n(d) peak RSS of --keep pareto runs (fresh process each)")
+        for points, rss_mb, wall in rss_section(tmp, sizes):
+            print(f"    {points:>14,} points  peak RSS {rss_mb:8.0f} MB  wall {wall:7.1f} s")
+        first, second = startup_section(tmp)
+        print(
+            f"\n(e) tiny sweep run in a fresh process: first {first:.2f} s, second {second:.2f} s (persistent cache)"
+        )
+    print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
