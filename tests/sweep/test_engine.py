@@ -1,0 +1,802 @@
+"""The sweep engine and ``sweep run`` (SPEC sections 5 and 6, STYLE "Compile once").
+
+Runs go through the CLI (click's ``CliRunner``) on small grids written to
+``tmp_path`` with small chunks, so every job spans many chunks. Module-scoped
+runs are shared by the tests that only read their output. Rows are checked
+against independent expectations: the Cartesian product of the axes counted
+by Python loops, :func:`sweep.evaluate.estimate` in float64 for sampled rows,
+and :func:`sweep.pareto.pareto_mask` / sorting for the in-stream reductions.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import grids
+from sweep import engine, store
+from sweep.cli import cli
+from sweep.evaluate import RESULT_COLUMNS, Bound, estimate
+from sweep.grid import Job
+from sweep.machines import load_machine
+from sweep.models import load_model
+from sweep.pareto import pareto_brute, pareto_mask
+
+HYBRIDS = ("data+filter", "data+spatial")
+PAPER_SPEC = grids.SWEEPS / "paper-resnet50-vgg16.toml"
+CHUNK = 64
+
+# The shared grid: three strategies (one pure, pipeline with S, a hybrid with p2), a swept
+# machine parameter and a fixed [set] override. p2 values 3, 8 and 16 skip many p.
+GRID_P = list(range(1, 25))
+GRID_B = [8, 16, 32, 64]
+GRID_P2 = [2, 3, 4, 8, 16]
+GRID_S = [1, 4, 16]
+GRID_BW = [1e10 * k for k in range(1, 11)]  # linspace [10e9, 100e9, 10], exact
+GRID_SET = {"wu_passes": 2.0}
+GRID_AXES = "\n".join(
+    [
+        "[axes]",
+        "p = { start = 1, stop = 24 }",
+        "b = [8, 16, 32, 64]",
+        "p2 = [2, 3, 4, 8, 16]",
+        "S = [1, 4, 16]",
+        "inter_bandwidth_Bps = { linspace = [10e9, 100e9, 10] }",
+        "",
+        "[set]",
+        "wu_passes = 2",
+        "",
+    ]
+)
+GRID_SPEC = (
+    'name = "grid"\nmodel = "resnet50"\nmachine = "abci"\n'
+    'strategies = ["data", "pipeline", "data+filter"]\n' + GRID_AXES
+)
+DATA_SPEC = 'name = "grid-data"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n' + GRID_AXES
+GRID_KEY = ("strategy", "p", "b", "p2", "S", "inter_bandwidth_Bps")
+PAPER_KEY = ("model", "strategy", "p", "b", "p2", "S")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class Run:
+    spec: Path
+    out: Path
+    stdout: str
+    traces: dict
+    rows: list[dict]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_home_jax_cache():
+    """In-process ``sweep run`` must not point XLA's persistent cache at the user's home."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SWEEP_JAX_CACHE", "")
+        yield
+
+
+def sweep(*args) -> object:
+    """``sweep ARGS`` in-process; exceptions other than SystemExit propagate."""
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def sweep_caught(*args) -> object:
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def read_rows(folder: Path) -> list[dict]:
+    """Every row of a dataset folder, as dicts (dictionary columns decoded)."""
+    return ds.dataset(folder, format="parquet").to_table().to_pylist()
+
+
+def count_rows(folder: Path) -> int:
+    return ds.dataset(folder, format="parquet").count_rows()
+
+
+def manifest(folder: Path) -> dict:
+    return json.loads((folder / store.MANIFEST).read_text())
+
+
+def temporaries(folder: Path) -> list[str]:
+    return sorted(f.name for f in folder.iterdir() if f.name.endswith(".tmp"))
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {f.name: (f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()}
+
+
+def as_tuples(rows: list[dict], columns=None) -> list[tuple]:
+    """Rows as sorted tuples (order-independent comparison)."""
+    if not rows:
+        return []
+    columns = columns or list(rows[0])
+    return sorted(tuple(r[c] for c in columns) for r in rows)
+
+
+def run_spec(tmp: Path, name: str, text: str, *options) -> Run:
+    spec = tmp / f"{name}.toml"
+    spec.write_text(text)
+    out = tmp / f"{name}-out"
+    engine.TRACES.clear()
+    result = sweep("run", spec, "-o", out, *options)
+    assert result.exit_code == 0, result.output
+    return Run(spec, out, result.stdout, dict(engine.TRACES), read_rows(out))
+
+
+@functools.cache
+def builtin_model(name: str):
+    return load_model(name)
+
+
+def estimate_row(row: dict, sets: dict, swept: tuple[str, ...]) -> dict:
+    """:func:`sweep.evaluate.estimate` (float64 in tests) for a written row's configuration."""
+    overrides = {**sets, **{k: row[k] for k in swept}}
+    profile = load_machine(row["machine"]).with_overrides(overrides)
+    bound = Bound.of(builtin_model(row["model"]), profile)
+    strategy = row["strategy"]
+    return estimate(
+        bound,
+        strategy,
+        row["p"],
+        row["b"],
+        row["p2"] if strategy in HYBRIDS else None,
+        row["S"] if strategy == "pipeline" else None,
+    )
+
+
+def assert_matches_estimate(row: dict, want: dict, rel: float, fixed: dict) -> None:
+    assert set(want) - set(row) <= set(fixed), set(want) - set(row)
+    for name, value in want.items():
+        if name in fixed and name not in row:
+            continue
+        got = row[name]
+        if isinstance(value, bool | str | int):
+            assert got == value, (name, got, value, row)
+        else:
+            assert abs(got - value) <= rel * abs(value), (name, got, value, row)
+
+
+def sample(rows: list[dict], per_strategy: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    by_strategy: dict[str, list[dict]] = {}
+    for row in rows:
+        by_strategy.setdefault(row["strategy"], []).append(row)
+    picked = []
+    for group in by_strategy.values():
+        for i in rng.choice(len(group), min(per_strategy, len(group)), replace=False):
+            picked.append(group[i])
+    return picked
+
+
+# ----------------------------------------------------------------------------- shared runs
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory) -> Run:
+    """The grid, float32, chunk 64: 8,640 points in 135 chunks."""
+    return run_spec(tmp_path_factory.mktemp("grid"), "grid", GRID_SPEC, "--chunk", CHUNK)
+
+
+@pytest.fixture(scope="module")
+def data64(tmp_path_factory) -> Run:
+    """The grid's data job alone, float64 (one job: one compilation)."""
+    return run_spec(tmp_path_factory.mktemp("data64"), "data", DATA_SPEC, "--chunk", CHUNK, "--x64")
+
+
+@pytest.fixture(scope="module")
+def paper32(tmp_path_factory) -> Run:
+    return run_spec(tmp_path_factory.mktemp("paper32"), "paper", PAPER_SPEC.read_text(), "--chunk", CHUNK)
+
+
+@pytest.fixture(scope="module")
+def paper64(tmp_path_factory) -> Run:
+    tmp = tmp_path_factory.mktemp("paper64")
+    return run_spec(tmp, "paper", PAPER_SPEC.read_text(), "--chunk", CHUNK, "--x64")
+
+
+def grid_expected() -> dict[str, set[tuple]]:
+    """Configurations per strategy by plain loops over the axes (SPEC section 5)."""
+    return {
+        "data": {(p, b, bw) for p in GRID_P for b in GRID_B for bw in GRID_BW},
+        "pipeline": {(p, b, s, bw) for p in GRID_P for b in GRID_B for s in GRID_S for bw in GRID_BW},
+        "data+filter": {
+            (p, b, p2, bw)
+            for p in GRID_P
+            for b in GRID_B
+            for p2 in GRID_P2
+            for bw in GRID_BW
+            if p >= p2 and p % p2 == 0
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- row counts
+
+
+def test_rows_are_the_axis_product_minus_skipped_hybrids(grid):
+    expected = grid_expected()
+    assert len(expected["data"]) == 24 * 4 * 10
+    assert len(expected["pipeline"]) == 24 * 4 * 3 * 10
+    # p2 = 2, 3, 4, 8, 16 divide 12, 8, 6, 3, 1 of p = 1..24
+    assert len(expected["data+filter"]) == (12 + 8 + 6 + 3 + 1) * 4 * 10
+    rows = grid.rows
+    total = sum(map(len, expected.values()))
+    assert len(rows) == count_rows(grid.out) == total
+    assert Counter(r["strategy"] for r in rows) == {k: len(v) for k, v in expected.items()}
+    got = {
+        "data": [(r["p"], r["b"], r["inter_bandwidth_Bps"]) for r in rows if r["strategy"] == "data"],
+        "pipeline": [
+            (r["p"], r["b"], r["S"], r["inter_bandwidth_Bps"]) for r in rows if r["strategy"] == "pipeline"
+        ],
+        "data+filter": [
+            (r["p"], r["b"], r["p2"], r["inter_bandwidth_Bps"])
+            for r in rows
+            if r["strategy"] == "data+filter"
+        ],
+    }
+    for strategy, configs in got.items():
+        assert len(configs) == len(set(configs)), f"{strategy}: duplicate rows"
+        assert set(configs) == expected[strategy], strategy
+    assert f"{total:,} rows" in grid.stdout
+
+
+def test_columns_hold_each_strategys_own_values(grid):
+    """SPEC section 6: data p1 = p, p2 = 1; pipeline p1 = 1, p2 = p; hybrids p = p1 p2; B = b p1."""
+    for r in grid.rows:
+        if r["strategy"] == "data":
+            assert (r["p1"], r["p2"]) == (r["p"], 1)
+        elif r["strategy"] == "pipeline":
+            assert (r["p1"], r["p2"]) == (1, r["p"])
+            if r["S"] > r["B"]:
+                assert not r["feasible"] and r["limit"] == "batch"
+        else:
+            assert r["p1"] * r["p2"] == r["p"]
+        assert r["B"] == r["b"] * r["p1"]
+        assert r["iterations"] == math.ceil(1_281_167 / r["B"])
+        assert r["feasible"] == (r["limit"] == "")
+
+
+def test_paper_rows_per_strategy(paper32):
+    counts = Counter((r["model"], r["strategy"]) for r in paper32.rows)
+    for model in ("resnet50", "vgg16"):
+        assert counts[(model, "serial")] == 4  # b only
+        assert counts[(model, "pipeline")] == 9 * 4 * 4  # p x b x S
+        for s in ("data", "spatial", "filter", "channel", "data+filter", "data+spatial"):
+            assert counts[(model, s)] == 9 * 4, s  # p2 defaults to gpus_per_node = 4, which divides p
+    assert len(paper32.rows) == 2 * (4 + 144 + 6 * 36) == 728
+
+
+# ----------------------------------------------------------------------------- compile once
+
+
+def test_each_job_compiles_once_over_many_chunks(grid, paper32):
+    jobs = manifest(grid.out)["jobs"]
+    assert [j["chunks"] for j in jobs] == [15, 45, 75]
+    assert grid.traces == {(0, "data"): 1, (1, "pipeline"): 1, (2, "data+filter"): 1}
+    paper_jobs = manifest(paper32.out)["jobs"]
+    assert paper32.traces == {(j["index"], j["strategy"]): 1 for j in paper_jobs}
+    assert len(paper32.traces) == 16
+
+
+# ----------------------------------------------------------------------------- values
+
+
+def test_float32_rows_equal_estimate(grid, paper32):
+    for row in sample(grid.rows, 3, seed=1):
+        assert_matches_estimate(row, estimate_row(row, GRID_SET, ("inter_bandwidth_Bps",)), 2e-5, GRID_SET)
+    for row in sample(paper32.rows, 1, seed=2):
+        assert_matches_estimate(row, estimate_row(row, {}, ()), 2e-5, {})
+
+
+def test_x64_rows_equal_estimate(data64, paper64):
+    assert len(data64.rows) == len(GRID_P) * len(GRID_B) * len(GRID_BW)
+    for row in sample(data64.rows, 4, seed=3):
+        assert_matches_estimate(row, estimate_row(row, GRID_SET, ("inter_bandwidth_Bps",)), 1e-12, GRID_SET)
+    for row in sample(paper64.rows, 1, seed=4):
+        assert_matches_estimate(row, estimate_row(row, {}, ()), 1e-12, {})
+
+
+def test_float32_and_float64_runs_agree(paper32, paper64):
+    def by_key(rows):
+        return {tuple(r[k] for k in PAPER_KEY): r for r in rows}
+
+    a, b = by_key(paper32.rows), by_key(paper64.rows)
+    assert len(a) == len(paper32.rows) == len(b)
+    assert set(a) == set(b)
+    feasible = [k for k in sorted(a) if b[k]["feasible"]]
+    assert len(feasible) > 100
+    assert [a[k]["feasible"] for k in sorted(a)] == [b[k]["feasible"] for k in sorted(a)]
+    for name in RESULT_COLUMNS:
+        x = np.array([a[k][name] for k in feasible], dtype=np.float64)
+        y = np.array([b[k][name] for k in feasible], dtype=np.float64)
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=0, err_msg=name)
+    schema32 = pq.read_schema(next(paper32.out.glob("part-*.parquet")))
+    schema64 = pq.read_schema(next(paper64.out.glob("part-*.parquet")))
+    assert schema32.field("t_epoch_s").type == pa.float32()
+    assert schema64.field("t_epoch_s").type == pa.float64()
+
+
+# ----------------------------------------------------------------------------- self-describing output
+
+
+def test_part_file_explains_itself(paper32):
+    part = sorted(paper32.out.glob("part-*.parquet"))[0]
+    meta = json.loads(pq.read_schema(part).metadata[store.META_KEY])
+    for key in ("versions", "spec", "models", "machines"):
+        assert key in meta, key
+    assert meta["spec"] == PAPER_SPEC.read_text()
+    assert set(meta["models"]) == {"resnet50", "vgg16"}
+    assert set(meta["machines"]) == {"abci"}
+    assert meta["machines"]["abci"]["params"]["gpus_per_node"] == 4
+    assert meta["models"]["resnet50"]["weights"] == 25_502_912
+    assert {"jax", "numpy", "pyarrow", "paradl-sweep"} <= set(meta["versions"])
+
+
+def test_manifest_is_complete_and_counts_rows(paper32, grid):
+    for run in (paper32, grid):
+        m = manifest(run.out)
+        assert m["complete"] is True
+        assert m["rows"] == count_rows(run.out) == len(run.rows)
+
+
+def test_labels_are_dictionary_encoded_and_compression_is_zstd(paper32):
+    part = sorted(paper32.out.glob("part-*.parquet"))[0]
+    pf = pq.ParquetFile(part)
+    schema = pf.schema_arrow
+    meta = pf.metadata
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    for name in ("model", "machine", "strategy", "limit"):
+        assert pa.types.is_dictionary(schema.field(name).type), name
+        encodings = meta.row_group(0).column(names.index(name)).encodings
+        assert any("DICTIONARY" in e for e in encodings), (name, encodings)
+    for i in range(meta.num_columns):
+        assert meta.row_group(0).column(i).compression == "ZSTD", names[i]
+    for name in ("p", "p1", "p2", "b", "B", "S", "iterations"):
+        assert pa.types.is_integer(schema.field(name).type), name
+    assert schema.field("feasible").type == pa.bool_()
+
+
+def test_no_temporaries_after_success(grid, paper32):
+    assert temporaries(grid.out) == []
+    assert temporaries(paper32.out) == []
+
+
+# ----------------------------------------------------------------------------- reductions and filters
+
+
+def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path):
+    kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
+    feasible = [r for r in grid.rows if r["feasible"]]
+    objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
+    front = [r for r, keep in zip(feasible, pareto_mask(objectives), strict=True) if keep]
+    key = (*GRID_KEY, "t_epoch_s")
+    assert 0 < len(front) < len(feasible)
+    assert set(as_tuples(kept.rows, key)) == set(as_tuples(front, key))
+    assert len(kept.rows) == len(front)
+    assert manifest(kept.out)["rows"] == len(kept.rows)
+    assert temporaries(kept.out) == []
+
+
+def test_keep_top_equals_the_smallest_of_the_full_output(grid, tmp_path):
+    kept = run_spec(tmp_path, "top", GRID_SPEC, "--chunk", CHUNK, "--keep", "top:5:t_epoch_s")
+    smallest = sorted(r["t_epoch_s"] for r in grid.rows if r["feasible"])[:5]
+    assert sorted(r["t_epoch_s"] for r in kept.rows) == smallest
+    assert all(r["feasible"] for r in kept.rows)
+    full = set(as_tuples(grid.rows))
+    assert set(as_tuples(kept.rows)) <= full, "kept rows are rows of the full output"
+
+
+def test_only_feasible_is_the_feasible_subset(grid, tmp_path):
+    only = run_spec(tmp_path, "feasible", GRID_SPEC, "--chunk", CHUNK, "--only-feasible")
+    assert all(r["feasible"] for r in only.rows)
+    assert as_tuples(only.rows) == as_tuples([r for r in grid.rows if r["feasible"]])
+    assert 0 < len(only.rows) < len(grid.rows)
+
+
+def test_columns_writes_only_those_columns(grid, tmp_path):
+    sub = run_spec(tmp_path, "columns", DATA_SPEC, "--chunk", CHUNK, "--columns", "p,t_epoch_s")
+    for part in sub.out.glob("part-*.parquet"):
+        assert pq.read_schema(part).names == ["p", "t_epoch_s"]
+    data = [r for r in grid.rows if r["strategy"] == "data"]
+    assert as_tuples(sub.rows) == as_tuples(data, ["p", "t_epoch_s"])
+
+
+# ----------------------------------------------------------------------------- interrupt and resume
+
+
+def _interrupt_after(monkeypatch, chunks: int) -> None:
+    """Make ``sweep run`` raise KeyboardInterrupt (as SIGINT would) after ``chunks`` chunks."""
+    import sweep.run
+
+    calls = [0]
+
+    def progress(done, total, elapsed):
+        calls[0] += 1
+        if calls[0] == chunks:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep.run, "tty_progress", lambda: progress)
+
+
+def test_interrupt_then_resume_equals_a_clean_run(grid, tmp_path, monkeypatch):
+    spec = tmp_path / "grid.toml"
+    spec.write_text(GRID_SPEC)
+    out = tmp_path / "out"
+    _interrupt_after(monkeypatch, 40)
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK)
+    assert result.exit_code == 130, result.output
+    assert "--resume" in result.stderr
+    assert "Traceback" not in result.output
+    assert temporaries(out) == []
+    m = manifest(out)
+    assert m["complete"] is False
+    assert 0 < m["rows"] == count_rows(out) < len(grid.rows)
+    monkeypatch.undo()
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--resume")
+    assert result.exit_code == 0, result.output
+    assert temporaries(out) == []
+    assert manifest(out)["complete"] is True
+    assert as_tuples(read_rows(out)) == as_tuples(grid.rows)
+
+
+def test_interrupt_then_resume_a_reduction(grid, tmp_path, monkeypatch):
+    keep = "pareto:t_epoch_s,p"
+    spec = tmp_path / "grid.toml"
+    spec.write_text(GRID_SPEC)
+    out = tmp_path / "out"
+    _interrupt_after(monkeypatch, 40)
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--keep", keep)
+    assert result.exit_code == 130, result.output
+    assert temporaries(out) == []
+    monkeypatch.undo()
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--keep", keep, "--resume")
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    feasible = [r for r in grid.rows if r["feasible"]]
+    objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
+    want = [r for r, k in zip(feasible, pareto_mask(objectives), strict=True) if k]
+    assert as_tuples(rows) == as_tuples(want)
+    assert sorted(f.name for f in out.glob("*.parquet")) == ["part-keep.parquet"]
+
+
+def test_failure_while_recording_leaves_no_temporaries(tmp_path, monkeypatch):
+    """A disk-full error while recording a part leaves a half-written manifest temporary: cleaned up."""
+    spec = tmp_path / "data.toml"
+    spec.write_text(DATA_SPEC)
+    out = tmp_path / "out"
+    real = store.atomic_write_text
+    calls = [0]
+
+    def failing(path: Path, text: str) -> None:
+        calls[0] += 1
+        if calls[0] == 6:  # the initial manifest, then one per part: fails recording the 5th part
+            path.with_name(f".{path.name}.tmp").write_text(text[: len(text) // 2])
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(store, "atomic_write_text", failing)
+    result = sweep_caught("run", spec, "-o", out, "--chunk", CHUNK)
+    monkeypatch.undo()
+    assert isinstance(result.exception, OSError), result.output
+    assert manifest(out)["complete"] is False
+    assert temporaries(out) == []
+
+
+def test_part_write_failure_then_resume(grid, tmp_path, monkeypatch):
+    spec = tmp_path / "data.toml"
+    spec.write_text(DATA_SPEC)
+    out = tmp_path / "out"
+    real = store.PartWriter.write
+    calls = [0]
+
+    def failing(self, name, table):
+        calls[0] += 1
+        if calls[0] == 5:
+            raise OSError(28, "No space left on device")
+        return real(self, name, table)
+
+    monkeypatch.setattr(store.PartWriter, "write", failing)
+    result = sweep_caught("run", spec, "-o", out, "--chunk", CHUNK)
+    assert isinstance(result.exception, OSError)
+    monkeypatch.undo()
+    assert temporaries(out) == []
+    m = manifest(out)
+    assert m["complete"] is False
+    assert m["rows"] == count_rows(out) == 4 * CHUNK
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--resume")
+    assert result.exit_code == 0, result.output
+    assert temporaries(out) == []
+    assert as_tuples(read_rows(out)) == as_tuples([r for r in grid.rows if r["strategy"] == "data"])
+
+
+def _assert_exit_2(result, *needles):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_second_run_into_a_used_folder_exits_2(grid):
+    before = snapshot(grid.out)
+    _assert_exit_2(sweep("run", grid.spec, "-o", grid.out, "--chunk", CHUNK), str(grid.out))
+    assert snapshot(grid.out) == before
+
+
+def test_resume_with_a_changed_spec_exits_2(grid, tmp_path):
+    changed = tmp_path / "grid.toml"
+    changed.write_text(GRID_SPEC.replace("b = [8, 16, 32, 64]", "b = [8, 16, 32]"))
+    before = snapshot(grid.out)
+    _assert_exit_2(sweep("run", changed, "-o", grid.out, "--chunk", CHUNK, "--resume"), str(grid.out))
+    _assert_exit_2(sweep("run", grid.spec, "-o", grid.out, "--chunk", 32, "--resume"), str(grid.out))
+    assert snapshot(grid.out) == before
+
+
+def test_resume_of_a_complete_run_writes_nothing(grid):
+    before = snapshot(grid.out)
+    result = sweep("run", grid.spec, "-o", grid.out, "--chunk", CHUNK, "--resume")
+    assert result.exit_code == 0, result.output
+    assert f"{len(grid.rows):,} rows" in result.stdout
+    assert snapshot(grid.out) == before
+
+
+def test_sigint_stops_a_subprocess_run_cleanly(tmp_path):
+    """The real console entry point: SIGINT after the first part file -> exit 130, resumable folder."""
+    spec = tmp_path / "long.toml"
+    spec.write_text(
+        'name = "long"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n'
+        "[axes]\np = { start = 1, stop = 4000 }\nb = { start = 1, stop = 100 }\n"
+    )
+    out = tmp_path / "out"
+    env = {**os.environ, "SWEEP_JAX_CACHE": ""}
+    cmd = [sys.executable, "-m", "sweep.cli", "run", str(spec), "-o", str(out), "--chunk", "16"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while not list(out.glob("part-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr
+    assert "Traceback" not in stdout + stderr
+    assert temporaries(out) == []
+    m = manifest(out)
+    assert m["complete"] is False
+    parts = sorted(out.glob("part-*.parquet"))
+    assert len(parts) == m["done"]["0"] >= 1
+    assert m["rows"] == count_rows(out) == 16 * len(parts)
+
+
+def test_several_devices_write_the_same_rows(grid, tmp_path):
+    """A chunk split over 3 (forced host) devices, 64 points padded to 3 x 22, matches one device."""
+    spec = tmp_path / "data.toml"
+    spec.write_text(DATA_SPEC)
+    out = tmp_path / "out"
+    env = {**os.environ, "SWEEP_JAX_CACHE": "", "XLA_FLAGS": "--xla_force_host_platform_device_count=3"}
+    cmd = [sys.executable, "-m", "sweep.cli", "run", str(spec), "-o", str(out), "--chunk", str(CHUNK)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert as_tuples(read_rows(out)) == as_tuples([r for r in grid.rows if r["strategy"] == "data"])
+
+
+# ----------------------------------------------------------------------------- wide integers
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: sweep/engine.py build_chunk_fn rounds configuration columns to int32 on the device "
+    "(ChunkOut.ints), so B = b*p1 >= 2**31 is written saturated (2147483647) while estimate gives "
+    "the exact value",
+)
+def test_batch_beyond_int32_is_exact(tmp_path):
+    text = (
+        'name = "wide"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n'
+        "[axes]\np = [4194304]\nb = [1024]\n"
+    )
+    run = run_spec(tmp_path, "wide", text, "--chunk", 8, "--x64")
+    (row,) = run.rows
+    assert row["B"] == 4194304 * 1024
+    assert_matches_estimate(row, estimate_row(row, {}, ()), 1e-12, {})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: sweep/engine.py device_inputs holds p, b, p2, S axis values as int32 and sweep/grid.py "
+    "accepts any whole number >= 1, so S = 3e9 wraps to a negative S (and negative t_epoch_s)",
+)
+def test_axis_values_beyond_int32_are_exact_or_rejected(tmp_path):
+    spec = tmp_path / "wide.toml"
+    spec.write_text(
+        'name = "wide"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["pipeline"]\n'
+        "[axes]\np = [8]\nb = [32]\nS = [3000000000]\n"
+    )
+    out = tmp_path / "out"
+    result = sweep("run", spec, "-o", out, "--chunk", 8)
+    if result.exit_code == 2:  # rejected as input: fine
+        assert "axes.S" in result.stderr
+        return
+    assert result.exit_code == 0, result.output
+    (row,) = read_rows(out)
+    assert row["S"] == 3_000_000_000
+    assert row["t_epoch_s"] > 0
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+def _job(axes: dict[str, np.ndarray], index: int) -> Job:
+    tiny = load_model(str(grids.MODELS / "tiny-cnn.toml"))
+    return Job(index, Bound.of(tiny, load_machine("abci")), "data", axes)
+
+
+def _python_digits(job: Job, flat: int) -> list[int]:
+    digits = []
+    for values in reversed(list(job.axes.values())):
+        flat, d = divmod(flat, len(values))
+        digits.append(d)
+    return digits[::-1]
+
+
+def _device_digits(job: Job, chunk: int, starts, dtype=np.float32) -> None:
+    """Run the real chunk function at each start; every real row's digits equal divmod's."""
+    fn, _ = engine.build_chunk_fn(job, chunk, engine.Keep("all"), dtype)
+    net, machine, values = engine.device_inputs(job, dtype)
+    names = engine.int_columns(job)
+    axis_names = list(job.axes)
+    for start in starts:
+        n_real = min(chunk, job.size - start)
+        info = engine.decode_info(job, start, chunk)
+        assert info[:, 0].tolist() == _python_digits(job, start), start
+        out = fn(net, machine, values, info, np.int32(n_real))
+        ints = np.asarray(out.ints)
+        mask = np.asarray(out.mask)
+        assert mask.tolist() == [k < n_real for k in range(chunk)], start
+        got = []
+        for name in axis_names:
+            row = ints[names.index(name)].astype(np.int64)
+            if name in ("p", "b"):  # value columns: values are 1..n, so digit = value - 1
+                row = row - 1
+            got.append(row[:n_real])
+        got = np.stack(got, axis=1)
+        want = np.array([_python_digits(job, start + k) for k in range(n_real)])
+        np.testing.assert_array_equal(got, want, err_msg=f"start {start}")
+
+
+def test_device_decoding_small_radices_every_start():
+    job = _job(
+        {
+            "p": np.arange(1, 4),
+            "b": np.arange(1, 6),
+            "inter_bandwidth_Bps": np.linspace(1e9, 7e9, 7),
+        },
+        index=900,
+    )
+    assert job.size == 105
+    _device_digits(job, 16, range(job.size))
+
+
+def test_device_decoding_beyond_2_31_points():
+    n = 3000
+    job = _job(
+        {
+            "p": np.arange(1, 4),
+            "b": np.arange(1, n + 1),
+            "intra_bandwidth_Bps": np.linspace(1e10, 2e10, n),
+            "inter_bandwidth_Bps": np.linspace(1e9, 2e9, n),
+        },
+        index=901,
+    )
+    assert job.size == 3 * n**3 > 2**36
+    strides = [n**3, n**2, n]
+    starts = {0, 2**31 - 7, 2**31, 2**32 - 9, job.size - 16, job.size - 5}
+    for stride in strides:
+        for m in (1, 2, 3, 7, job.size // stride - 1):
+            starts.add(m * stride - 5)
+            starts.add(m * stride - 16)
+    starts = sorted(s for s in starts if 0 <= s < job.size)
+    _device_digits(job, 16, starts)
+
+
+def test_decode_info_digits_are_the_start_digits():
+    job = _job({"p": np.arange(1, 8), "b": np.arange(1, 12), "S": np.arange(1, 14)}, index=902)
+    for start in range(0, job.size, 37):
+        info = engine.decode_info(job, start, 64)
+        assert info[:, 0].tolist() == _python_digits(job, start)
+
+
+# ----------------------------------------------------------------------------- pareto
+
+
+def _objectives(k: int):
+    pool = st.sampled_from([0.0, -0.0, 1.0, 1.5, 2.0, 3.0, 1e300, np.nan])
+    rows = st.lists(st.lists(pool, min_size=k, max_size=k), min_size=0, max_size=30)
+    # repeat some rows so identical points appear together
+    return rows.map(lambda r: np.array(r + r[: len(r) // 3], dtype=np.float64).reshape(-1, k))
+
+
+@settings(deadline=None, max_examples=200)
+@given(objs=st.integers(2, 3).flatmap(_objectives))
+def test_pareto_mask_equals_brute_force(objs):
+    np.testing.assert_array_equal(pareto_mask(objs), pareto_brute(objs))
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    objs=hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(0, 40), st.integers(2, 3)),
+        elements=st.integers(0, 4).map(float),
+    )
+)
+def test_pareto_mask_equals_brute_force_on_small_integers(objs):
+    np.testing.assert_array_equal(pareto_mask(objs), pareto_brute(objs))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: sweep/pareto.py pareto_mask (2 objectives) compares with a running minimum seeded "
+    "with +inf using '>', so a row whose second objective is +inf is never kept, even alone",
+)
+@pytest.mark.parametrize(
+    ("objs", "want"),
+    [
+        ([[0.0, np.inf]], [True]),
+        ([[1.0, np.inf], [2.0, np.inf]], [True, False]),
+        ([[1.0, np.inf], [0.5, 3.0]], [True, True]),
+    ],
+)
+def test_pareto_mask_keeps_infinite_objectives(objs, want):
+    objs = np.array(objs)
+    assert pareto_brute(objs).tolist() == want
+    assert pareto_mask(objs).tolist() == want
+
+
+_device_pareto = jax.jit(engine._pareto_mask_2d)
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    objs=hnp.arrays(np.float32, (32, 2), elements=st.integers(0, 5).map(float)),
+    ok=hnp.arrays(np.bool_, (32,)),
+)
+def test_device_pareto_equals_brute_force_on_candidate_rows(objs, ok):
+    """The engine's in-chunk 2-objective front (ties and duplicates all kept) among ``ok`` rows."""
+    got = np.asarray(_device_pareto(objs[:, 0], objs[:, 1], ok))
+    want = np.zeros(32, dtype=bool)
+    want[ok] = pareto_brute(objs[ok].astype(np.float64))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pareto_mask_known_fronts():
+    objs = np.array([[1.0, 5.0], [2.0, 2.0], [2.0, 2.0], [3.0, 1.0], [3.0, 3.0], [1.0, 5.0], [np.nan, 0.0]])
+    assert pareto_mask(objs).tolist() == [True, True, True, True, False, True, False]
+    three = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [2.0, 2.0, 3.0], [0.0, 9.0, 9.0]])
+    assert pareto_mask(three).tolist() == [True, True, False, True]
