@@ -28,6 +28,10 @@ CONFIG_AXES: tuple[str, ...] = ("p", "b", "p2", "S")
 CONFIRM_POINTS = 10**12
 #: Longest axis: digits must stay exact in float32 on the device.
 MAX_AXIS = 1 << 22
+#: Largest p, b, p2, S: whole numbers stay exact in float32 up to 2**24.
+MAX_CONFIG_VALUE = 1 << 24
+#: Largest global batch B = b * p1: configuration columns are int32.
+MAX_BATCH = (1 << 31) - 1
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,11 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
         for v in values:
             if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 1:
                 raise InputError(f"values must be whole numbers >= 1, got {v!r}", where(origin, key=key))
+            if v > MAX_CONFIG_VALUE:
+                raise InputError(
+                    f"value {v:,} is over {MAX_CONFIG_VALUE:,} (configuration values stay exact in float32)",
+                    where(origin, key=key),
+                )
             out.append(int(v))
         return np.asarray(out, dtype=np.int64)
     return np.asarray([check_param(name, v, f"{origin}: axes") for v in values], dtype=np.float64)
@@ -193,6 +202,12 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
         raise InputError("missing axis 'b' (samples per data-parallel replica)", where(origin, key="axes.b"))
     if "p" not in axes and any(s != "serial" for s in strategies):
         raise InputError("missing axis 'p' (number of GPUs)", where(origin, key="axes.p"))
+    if "b" in axes and "p" in axes and int(axes["b"].max()) * int(axes["p"].max()) > MAX_BATCH:
+        raise InputError(
+            f"largest b x largest p = {int(axes['b'].max()) * int(axes['p'].max()):,} is over {MAX_BATCH:,}, "
+            "the largest global batch B the int32 output columns hold",
+            where(origin, key="axes.b"),
+        )
     raw_set = doc.get("set", {})
     if not isinstance(raw_set, dict):
         raise InputError("must be a table", where(origin, key="set"))
