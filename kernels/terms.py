@@ -71,6 +71,30 @@ def derive(cost: Cost) -> Derived:
     )
 
 
+#: Terms that :func:`scale_terms` scales: compute and each communication term (SPEC section 6).
+OVERHEAD_TERMS: tuple[str, ...] = ("compute", "allreduce", "allgather", "halo", "p2p")
+
+
+def scale_terms(cost: Cost, compute=1.0, allreduce=1.0, allgather=1.0, halo=1.0, p2p=1.0) -> Cost:
+    """Multiplicative overheads on a strategy's terms (calibration; beyond the paper).
+
+    .. math::
+        T'_{comp} = o_{comp} T_{comp},\\quad T'_{ar} = o_{ar} T_{ar},\\quad T'_{ag} = o_{ag} T_{ag},
+        \\quad T'_{halo} = o_{halo} T_{halo},\\quad T'_{p2p} = o_{p2p} T_{p2p}
+
+    An implementation slower than the ideal model (collectives through MPI, a
+    spatial convolution barely faster than an unsplit one) shows as factors
+    above 1. Memory, limits and the configuration are unchanged.
+    """
+    return cost._replace(
+        t_comp_s=cost.t_comp_s * compute,
+        t_allreduce_s=cost.t_allreduce_s * allreduce,
+        t_allgather_s=cost.t_allgather_s * allgather,
+        t_halo_s=cost.t_halo_s * halo,
+        t_p2p_s=cost.t_p2p_s * p2p,
+    )
+
+
 def iterations(dataset_samples, batch):
     """Iterations per epoch, ``I = ceil(D / B)`` (SPEC section 1), exact for D < 2**24 in float32."""
     q = jnp.ceil(dataset_samples / batch)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from kernels import LIMITS, SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive, with_params
+from kernels.terms import scale_terms
 from sweep.errors import InputError
 from sweep.machines import MachineProfile
 from sweep.models import Model, bind
@@ -57,18 +58,30 @@ def uses_axis(strategy: str, axis: str) -> bool:
     return True
 
 
-def point_fn(strategy: str, swept: Sequence[str]) -> Callable:
+def point_fn(
+    strategy: str,
+    swept: Sequence[str],
+    *,
+    overheads: Mapping[str, Mapping[str, object]] | None = None,
+) -> Callable:
     """``f(net, machine, cfg, values) -> (Cost, Derived)`` for one configuration.
 
     ``values`` is a tuple of the swept machine parameters, in the order of
-    ``swept``, applied with :func:`kernels.with_params`.
+    ``swept``, applied with :func:`kernels.with_params`. ``overheads`` is a
+    profile's ``strategy -> {term: factor}`` table (:attr:`MachineProfile.overheads`);
+    the entry of ``strategy``, if any, scales its terms with
+    :func:`kernels.terms.scale_terms` (factors may be traced arrays: calibration
+    differentiates through them).
     """
     kernel = STRATEGIES[strategy]
+    factors = dict((overheads or {}).get(strategy, {}))
 
     def f(net: Net, machine, cfg: Config, values: tuple) -> tuple[Cost, Derived]:
         if swept:
             machine = with_params(machine, **dict(zip(swept, values, strict=True)))
         cost = kernel(net, machine, cfg)
+        if factors:
+            cost = scale_terms(cost, **factors)
         return cost, derive(cost)
 
     return f
@@ -84,7 +97,7 @@ class Bound:
 
     @classmethod
     def of(cls, model: Model, profile: MachineProfile) -> Bound:
-        return cls(model, profile, bind(model, profile.name, profile.ref_rate_flops))
+        return cls(model, profile, bind(model, profile.measured_key, profile.ref_rate_flops))
 
 
 def default_p2(profile: MachineProfile) -> int:
@@ -115,7 +128,8 @@ def estimate(
     overrides = dict(profile.overrides)
     names = tuple(overrides)
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-    f = jax.jit(point_fn(strategy, names))  # one compile beats ~1 s of eager dispatch
+    # one compile beats ~1 s of eager dispatch
+    f = jax.jit(point_fn(strategy, names, overheads=profile.overheads))
     machine = profile.pytree(dtype)
     cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S)))
     values = tuple(jnp.asarray(overrides[k], dtype) for k in names)

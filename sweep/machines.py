@@ -8,6 +8,7 @@ gives the kernels' :class:`~kernels.Machine`. Built-in profiles live in
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 import grids
-from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, Machine
+from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine
+from kernels.terms import OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.models import read_toml
 
@@ -93,10 +95,23 @@ class MachineProfile:
     source: str = ""
     sources: tuple[str, ...] = ()
     overrides: dict[str, float] = field(default_factory=dict)
+    #: strategy -> term (compute, allreduce, allgather, halo, p2p) -> multiplicative factor
+    overheads: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: machine whose measured per-sample times apply here, and its gpu_flops * efficiency
+    measured_as: str = ""
+    measured_rate_flops: float = 0.0
+
+    @property
+    def measured_key(self) -> str:
+        """The name models' measured per-sample times are keyed by: ``measured_as`` or the name."""
+        return self.measured_as or self.name
 
     @property
     def ref_rate_flops(self) -> float:
-        """gpu_flops * efficiency of the profile as written (before overrides)."""
+        """The gpu_flops * efficiency measured times belong to: ``[measured] rate_flops``,
+        else the profile's own as written (before overrides)."""
+        if self.measured_rate_flops > 0:
+            return self.measured_rate_flops
         return self.params["gpu_flops"] * self.params["efficiency"]
 
     def with_overrides(self, values: Mapping[str, float | str], origin: str = "--set") -> MachineProfile:
@@ -112,6 +127,27 @@ class MachineProfile:
             inter_span_nodes=np.asarray(self.inter_span_nodes, dtype=dtype),
             inter_alpha_s=np.asarray(self.inter_alpha_s, dtype=dtype),
             inter_bandwidth_Bps=np.asarray(self.inter_bandwidth_Bps, dtype=dtype),
+        )
+
+    def baked(self, values: Mapping[str, float] | None = None, **changes) -> MachineProfile:
+        """The profile with its overrides and ``values`` written into the base parameters.
+
+        ``inter_bandwidth_Bps`` sets every inter level; ``inter_alpha_s`` the
+        first, deeper levels keep their extra latency (as :func:`kernels.with_params`).
+        ``changes`` replace other fields (``name``, ``overheads``, ...).
+        """
+        merged = {**self.overrides, **(values or {})}
+        params = dict(self.params)
+        alphas, bws = self.inter_alpha_s, self.inter_bandwidth_Bps
+        for name, value in merged.items():
+            if name == "inter_bandwidth_Bps":
+                bws = tuple(float(value) for _ in bws)
+            elif name == "inter_alpha_s":
+                alphas = tuple(float(value) + (a - alphas[0]) for a in alphas)
+            else:
+                params[name] = float(value)
+        return replace(
+            self, params=params, inter_alpha_s=alphas, inter_bandwidth_Bps=bws, overrides={}, **changes
         )
 
     def value(self, name: str) -> float:
@@ -137,6 +173,8 @@ class MachineProfile:
                 )
             ],
             "overrides": self.overrides,
+            "overheads": self.overheads,
+            "measured": {"machine": self.measured_key, "rate_flops": self.ref_rate_flops},
             "source": self.source,
             "sources": list(self.sources),
         }
@@ -144,7 +182,16 @@ class MachineProfile:
 
 def parse_machine(doc: dict, origin: str) -> MachineProfile:
     """Validate a parsed machine TOML document."""
-    known = set(TOP_KEYS) | {"name", "description", "sources", "allreduce_algo", "intra", "inter"}
+    known = set(TOP_KEYS) | {
+        "name",
+        "description",
+        "sources",
+        "allreduce_algo",
+        "intra",
+        "inter",
+        "overheads",
+        "measured",
+    }
     for key in doc:
         if key not in known:
             raise InputError("unknown key", where(origin, key=key))
@@ -203,7 +250,11 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         sources = [sources]
     if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
         raise InputError("must be a list of strings", where(origin, key="sources"))
+    measured_as, measured_rate = parse_measured(doc.get("measured"), origin)
     return MachineProfile(
+        overheads=parse_overheads(doc.get("overheads", {}), origin),
+        measured_as=measured_as,
+        measured_rate_flops=measured_rate,
         sources=tuple(sources),
         name=str(doc.get("name", Path(origin).stem)),
         params=params,
@@ -213,6 +264,122 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         description=str(doc.get("description", "")),
         source=origin,
     )
+
+
+def check_overhead(value, origin: str, key: str) -> float:
+    """A multiplicative overhead: a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
+    if value <= 0:
+        raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
+    return float(value)
+
+
+def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
+    """``[overheads.<strategy>]`` tables: ``compute``, ``allreduce``, ``allgather``, ``halo``,
+    ``p2p`` factors > 0 on that strategy's terms (:func:`kernels.terms.scale_terms`)."""
+    if not isinstance(table, dict):
+        raise InputError("must be a table of [overheads.<strategy>] tables", where(origin, key="overheads"))
+    out: dict[str, dict[str, float]] = {}
+    for strategy, terms in table.items():
+        key = f"overheads.{strategy}"
+        if strategy not in STRATEGIES:
+            raise InputError(f"unknown strategy (known: {', '.join(STRATEGIES)})", where(origin, key=key))
+        if not isinstance(terms, dict):
+            raise InputError(
+                f"must be a table of {', '.join(OVERHEAD_TERMS)} = factor", where(origin, key=key)
+            )
+        out[strategy] = {}
+        for term, value in terms.items():
+            if term not in OVERHEAD_TERMS:
+                raise InputError(
+                    f"unknown term (known: {', '.join(OVERHEAD_TERMS)})", where(origin, key=f"{key}.{term}")
+                )
+            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}")
+    return out
+
+
+def parse_measured(table, origin: str) -> tuple[str, float]:
+    """``[measured]``: ``machine`` whose measured per-sample times apply, and its ``rate_flops``.
+
+    A calibrated profile keeps the compute its base machine measured under its
+    own name (``sweep calibrate`` writes this table).
+    """
+    if table is None:
+        return "", 0.0
+    if not isinstance(table, dict):
+        raise InputError("must be a table (machine, rate_flops)", where(origin, key="measured"))
+    for key in table:
+        if key not in ("machine", "rate_flops"):
+            raise InputError("unknown key", where(origin, key=f"measured.{key}"))
+    name = table.get("machine")
+    if not isinstance(name, str) or not name:
+        raise InputError("must be a machine name", where(origin, key="measured.machine"))
+    if "rate_flops" not in table:
+        raise InputError("missing required key", where(origin, key="measured.rate_flops"))
+    return name, check_param("gpu_flops", table["rate_flops"], origin, "measured.rate_flops")
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    for digits in range(1, 18):  # the shortest text that reads back exactly: 7.8e+12, not 7800000000000.0
+        text = f"{value:.{digits}g}"
+        if float(text) == value:
+            return text
+    return repr(value)
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)
+
+
+def to_toml(profile: MachineProfile, comments: tuple[str, ...] = ()) -> str:
+    """A machine file for ``profile`` (its overrides written in), that :func:`parse_machine` reads back.
+
+    ``comments`` become ``#`` lines at the top.
+    """
+    if profile.overrides:
+        profile = profile.baked()
+    lines = [f"# {c}".rstrip() for c in comments]
+    lines.append(f"name = {_toml_value(profile.name)}")
+    if profile.description:
+        lines.append(f"description = {_toml_value(profile.description)}")
+    if profile.sources:
+        lines.append("sources = [" + ", ".join(_toml_value(x) for x in profile.sources) + "]")
+    for key in TOP_KEYS:
+        value = profile.params[key]
+        whole = key in ("gpus_per_node", "nics_per_node")
+        lines.append(f"{key} = {_toml_value(int(value) if whole else value)}")
+    algo = {code: name for name, code in ALLREDUCE_ALGOS.items()}[int(profile.params["allreduce_algo"])]
+    lines.append(f"allreduce_algo = {_toml_value(algo)}")
+    lines += [
+        "",
+        "[intra]",
+        f"alpha_s = {_toml_value(profile.params['intra_alpha_s'])}",
+        f"bandwidth_Bps = {_toml_value(profile.params['intra_bandwidth_Bps'])}",
+    ]
+    levels = zip(profile.inter_span_nodes, profile.inter_alpha_s, profile.inter_bandwidth_Bps, strict=True)
+    for span, alpha, bw in levels:
+        lines += ["", "[[inter]]"]
+        if math.isfinite(span):
+            lines.append(f"span_nodes = {int(span)}")
+        lines += [f"alpha_s = {_toml_value(alpha)}", f"bandwidth_Bps = {_toml_value(bw)}"]
+    if profile.measured_as or profile.measured_rate_flops:
+        lines += [
+            "",
+            "[measured]               # whose measured per-sample times apply, at what gpu_flops*efficiency",
+            f"machine = {_toml_value(profile.measured_key)}",
+            f"rate_flops = {_toml_value(profile.ref_rate_flops)}",
+        ]
+    for strategy, terms in profile.overheads.items():
+        if terms:
+            lines += ["", f"[overheads.{_toml_key(strategy)}]"]
+            lines += [f"{term} = {_toml_value(v)}" for term, v in terms.items()]
+    return "\n".join(lines) + "\n"
 
 
 def builtin_names() -> list[str]:

@@ -1,0 +1,58 @@
+"""``kernels.terms.scale_terms``: multiplicative overheads on a strategy's terms (calibration)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import kernels
+from kernels.terms import OVERHEAD_TERMS, derive, scale_terms
+from tests.helpers import config, small_machine_of, small_net_of
+
+COLUMN = {
+    "compute": "t_comp_s",
+    "allreduce": "t_allreduce_s",
+    "allgather": "t_allgather_s",
+    "halo": "t_halo_s",
+    "p2p": "t_p2p_s",
+}
+
+
+@pytest.fixture(scope="module")
+def cost() -> kernels.Cost:
+    # data+spatial on 4 GPUs in groups of 2 has compute, allreduce, allgather and halo
+    return kernels.STRATEGIES["data+spatial"](small_net_of(), small_machine_of(), config(4, 8, p2=2))
+
+
+def test_factors_of_one_change_nothing(cost):
+    assert scale_terms(cost) == cost
+    assert scale_terms(cost, **dict.fromkeys(OVERHEAD_TERMS, 1.0)) == cost
+
+
+@pytest.mark.parametrize("term", OVERHEAD_TERMS)
+def test_each_factor_scales_its_own_term_only(cost, term):
+    scaled = scale_terms(cost, **{term: 2.5})
+    for name, column in COLUMN.items():
+        factor = 2.5 if name == term else 1.0
+        assert float(getattr(scaled, column)) == pytest.approx(
+            factor * float(getattr(cost, column)), rel=1e-15
+        )
+    for field in ("p", "p1", "p2", "b", "B", "S", "iterations", "mem_bytes", "limit"):
+        assert getattr(scaled, field) is getattr(cost, field)
+
+
+def test_derived_totals_follow(cost):
+    assert float(cost.t_halo_s) > 0 and float(cost.t_allgather_s) > 0
+    scaled = derive(scale_terms(cost, compute=2.0, allreduce=3.0, allgather=0.5, halo=4.0, p2p=7.0))
+    comm = 3 * cost.t_allreduce_s + 0.5 * cost.t_allgather_s + 4 * cost.t_halo_s + 7 * cost.t_p2p_s
+    assert float(scaled.t_comm_s) == pytest.approx(float(comm), rel=1e-14)
+    assert float(scaled.t_epoch_s) == pytest.approx(float(2 * cost.t_comp_s + comm), rel=1e-14)
+
+
+def test_traceable_and_differentiable(cost):
+    def t_epoch(log_factor):
+        return derive(scale_terms(cost, halo=jnp.exp(log_factor))).t_epoch_s
+
+    grad = jax.jit(jax.grad(t_epoch))(0.0)
+    assert float(grad) == pytest.approx(float(cost.t_halo_s), rel=1e-12)

@@ -1,0 +1,30 @@
+"""Fixtures shared by the measured-run tests: the shipped public file and its uncalibrated predictions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import grids
+from sweep.machines import load_machine
+from sweep.measured import Measurements, read_measurements
+from sweep.validation import Predictions, predict
+
+PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def trust_doc() -> str:
+    """The measured-runs documentation: ``docs/trust.md``, or the README once merged into it."""
+    for path in (ROOT / "docs" / "trust.md", ROOT / "README.md"):
+        if path.exists() and "leave one model out" in path.read_text():
+            return path.read_text()
+    raise AssertionError("no documentation of measured runs (docs/trust.md or README.md)")
+
+
+@pytest.fixture(scope="session")
+def public_uncalibrated() -> tuple[Measurements, Predictions]:
+    """The public ABCI runs on the built-in ``abci`` profile, and the model's predictions."""
+    meas = read_measurements(PUBLIC, machine=load_machine("abci"))
+    return meas, predict(meas)

@@ -1,0 +1,387 @@
+"""Calibration (sweep.calibrate): gradients, recovery of known parameters, honest cross-validation,
+fitted machine files, and the ``sweep calibrate`` command."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import tomllib
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import grids
+from sweep.calibrate import (
+    Objective,
+    Problem,
+    calibrate,
+    cross_validate,
+    fit,
+    fitted_profile,
+    make_folds,
+    parse_fit,
+)
+from sweep.cli import cli
+from sweep.errors import InputError
+from sweep.machines import load_machine, parse_machine, to_toml
+from sweep.measured import read_measurements
+from sweep.validation import predict, summarize, symmetric_accuracy
+from tests.sweep.conftest import trust_doc
+
+PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
+#: Known parameters of the synthetic runs: a machine bandwidth, efficiency, two overheads.
+TRUTH = {
+    "inter_bandwidth_Bps": 8e9,
+    "efficiency": 0.8,
+    "overheads.data+spatial.compute": 3.0,
+    "overheads.data.allreduce": 1.5,
+}
+
+
+@pytest.fixture(scope="module")
+def abci():
+    return load_machine("abci")
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory, abci):
+    """22 AlexNet runs (data and data+spatial) whose times the model gives at :data:`TRUTH`.
+
+    The times come from the validation path (a fitted machine profile, overheads applied by
+    ``point_fn``); the fit goes through :class:`Problem` (``with_params`` and traced overheads).
+    """
+    rows = [f"alexnet,data,{p},{b},,abci,1.0" for p in (1, 2, 4, 8, 16, 64, 256) for b in (32, 128)]
+    rows += [f"alexnet,data+spatial,{p},{b},4,abci,1.0" for p in (4, 8, 32, 128) for b in (32, 128)]
+    path = tmp_path_factory.mktemp("synthetic") / "runs.csv"
+    path.write_text("model,strategy,p,b,p2,machine,iter_time_s\n" + "\n".join(rows) + "\n")
+    truth = fitted_profile(abci, TRUTH, transfer=False)
+    times = predict(read_measurements(path, machine=truth)).t_iter_s
+    path.write_text(
+        "model,strategy,p,b,p2,machine,iter_time_s\n"
+        + "\n".join(r.replace(",1.0", f",{float(t)!r}") for r, t in zip(rows, times, strict=True))
+        + "\n"
+    )
+    meas = read_measurements(path, machine=abci)
+    problem = Problem(meas, abci, parse_fit(",".join(TRUTH), abci))
+    return meas, problem
+
+
+# ------------------------------------------------------------------------------------ gradients
+
+
+def test_gradient_equals_central_differences(synthetic):
+    _, problem = synthetic
+    w = jnp.ones(len(problem.log_meas))
+    y = jnp.asarray(problem.log_meas)
+    logv = problem.log_start + np.array([0.3, -0.2, 0.5, 0.1])  # away from the minimum
+    value, grad = problem.loss_and_grad(jnp.asarray(logv), w, y)
+    assert float(value) > 1e-3
+    h = 1e-5
+    for i in range(len(logv)):
+        step = np.zeros_like(logv)
+        step[i] = h
+        up = float(problem.loss_and_grad(jnp.asarray(logv + step), w, y)[0])
+        down = float(problem.loss_and_grad(jnp.asarray(logv - step), w, y)[0])
+        assert float(grad[i]) == pytest.approx((up - down) / (2 * h), rel=1e-6, abs=1e-10)
+
+
+def test_gradient_in_the_bounded_parameters_equals_central_differences(synthetic):
+    _, problem = synthetic
+    free = np.array([True, True, False, True])
+    obj = Objective(problem, free, np.ones(len(problem.log_meas)), problem.log_start.copy())
+    theta = obj.theta0() + np.array([0.4, -0.3, 0.2])
+    _, grad = obj.fg(theta)
+    h = 1e-5
+    for i in range(len(theta)):
+        step = np.zeros_like(theta)
+        step[i] = h
+        numeric = (obj.fg(theta + step)[0] - obj.fg(theta - step)[0]) / (2 * h)
+        assert grad[i] == pytest.approx(numeric, rel=1e-6, abs=1e-10)
+    assert obj.to_logv(theta)[2] == problem.log_start[2]  # a fixed parameter stays put
+
+
+# ------------------------------------------------------------------------------------- recovery
+
+
+@pytest.mark.parametrize("perturb", [(1.7, 0.7, 0.5, 2.0), (0.4, 0.95, 3.0, 0.6)])
+def test_calibration_recovers_known_parameters(synthetic, perturb):
+    _, problem = synthetic
+    truth = np.array(list(TRUTH.values()))
+    start = np.log(truth * np.array(perturb))
+    result = fit(problem, start=start)
+    assert result.converged and not result.at_bound.any()
+    fitted = np.exp(result.logv)
+    np.testing.assert_allclose(fitted, truth, rtol=1e-3)
+    assert result.loss < 1e-12
+
+
+def test_the_default_start_is_the_profiles_values(synthetic, abci):
+    _, problem = synthetic
+    assert dict(zip(TRUTH, np.exp(problem.log_start), strict=True)) == pytest.approx(
+        {
+            "inter_bandwidth_Bps": 12.5e9,
+            "efficiency": 1.0,
+            "overheads.data+spatial.compute": 1.0,
+            "overheads.data.allreduce": 1.0,
+        }
+    )
+
+
+# ----------------------------------------------------------------------------- parameter names
+
+
+def test_parse_fit_names_and_bounds(abci):
+    params = parse_fit(["inter_bandwidth_Bps=1e9:1e11,efficiency", "overheads.data+filter.comm"], abci)
+    assert [(p.name, p.lo, p.hi, p.start) for p in params] == [
+        ("inter_bandwidth_Bps", 1e9, 1e11, 12.5e9),
+        ("efficiency", 0.01, 1.0, 1.0),
+        ("overheads.data+filter.comm", 0.1, 1000.0, 1.0),
+    ]
+    assert params[2].overhead == ("data+filter", ("allreduce", "allgather", "halo", "p2p"))
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("warp_speed", "unknown parameter"),
+        ("gpus_per_node", "cannot be fitted"),
+        ("gpu_mem_bytes", "cannot be fitted"),
+        ("allreduce_algo", "cannot be fitted"),
+        ("overheads.tensor.compute", "unknown strategy 'tensor'"),
+        ("overheads.data.disk", "unknown term 'disk'"),
+        ("efficiency=0.1:2", "bounds must lie in (0, 1]"),
+        ("inter_bandwidth_Bps=5e9:1e9", "bounds must be 0 < LO < HI"),
+        ("inter_bandwidth_Bps=fast", "NAME or NAME=LO:HI"),
+        ("efficiency,efficiency", "named twice"),
+        (",", "names no parameter"),
+    ],
+)
+def test_parse_fit_refuses_bad_names(abci, text, needle):
+    with pytest.raises(InputError) as err:
+        parse_fit(text, abci)
+    assert needle in str(err.value)
+
+
+def test_fewer_runs_than_parameters_is_refused(tmp_path, abci):
+    path = tmp_path / "two.csv"
+    path.write_text(
+        "model,strategy,p,b,machine,iter_time_s\nresnet50,data,8,64,abci,0.2\nresnet50,data,16,64,abci,0.2\n"
+    )
+    meas = read_measurements(path, machine=abci)
+    params = parse_fit("efficiency,inter_bandwidth_Bps,overheads.data.compute", abci)
+    with pytest.raises(InputError, match="3 parameters to fit but only 2 measured runs"):
+        calibrate(meas, abci, params)
+
+
+# ------------------------------------------------------------------- the public file, calibrated
+
+
+@pytest.fixture(scope="module")
+def public(abci):
+    meas = read_measurements(PUBLIC, machine=abci)
+    return meas, calibrate(meas, abci, None, cv=5)
+
+
+def test_default_calibration_identifies_per_strategy_overheads(public):
+    meas, cal = public
+    fitted = cal.fitted
+    for strategy in ("data", "data+spatial", "data+filter"):
+        assert f"overheads.{strategy}.all" in fitted
+    assert len(fitted) <= len(meas.runs)
+    assert cal.fit.converged
+    assert set(cal.selection.reasons).isdisjoint(fitted)
+    # the ideal model is ~15x too fast for the measured data+filter implementation
+    assert 5 < fitted["overheads.data+filter.all"] < 50
+
+
+def test_calibration_improves_the_fitted_runs_and_cross_validates(public):
+    meas, cal = public
+    t = np.array([r.iter_time_s for r in meas.runs])
+    uncal = symmetric_accuracy(cal.uncalibrated_s, t).mean()
+    train = symmetric_accuracy(cal.train_s, t).mean()
+    assert uncal < 0.35 < 0.55 < train  # the hybrids are far slower than the ideal model
+    assert np.isfinite(cal.cv_s).all()
+    assert 0.4 < symmetric_accuracy(cal.cv_s, t).mean() <= train + 0.05
+
+
+def test_uncalibrated_equals_the_validation_path(public, public_uncalibrated):
+    _, cal = public
+    np.testing.assert_allclose(cal.uncalibrated_s, public_uncalibrated[1].t_iter_s, rtol=1e-12)
+
+
+def test_fitted_machine_file_reproduces_the_calibrated_predictions(public, abci, tmp_path):
+    _meas, cal = public
+    profile = cal.profile("abci-fit")
+    path = tmp_path / "abci-fit.toml"
+    path.write_text(to_toml(profile, ("a comment",)))
+    loaded = load_machine(str(path))
+    assert loaded.name == "abci-fit" and loaded.measured_key == "abci"
+    assert loaded.ref_rate_flops == abci.ref_rate_flops
+    assert loaded.overheads == profile.overheads
+    assert loaded.overheads["spatial"] == loaded.overheads["data+spatial"]  # transferred
+    again = read_measurements(PUBLIC, machine=loaded)
+    np.testing.assert_allclose(predict(again).t_iter_s, cal.train_s, rtol=1e-10)
+
+
+def test_leave_one_model_out_never_sees_the_rows_it_predicts(public):
+    meas, cal = public
+    problem = cal.problem
+    folds = make_folds(meas, "model")
+    assert len(folds) == 2
+    held_out = cross_validate(problem, folds, default=True)
+    alexnet = np.array([r.model == "alexnet" for r in meas.runs])
+    saved = problem.log_meas.copy()
+    try:  # change the measured times of the held-out model: its predictions must not move
+        problem.log_meas = saved + np.where(alexnet, 1.0, 0.0)
+        moved = cross_validate(problem, folds, default=True)
+    finally:
+        problem.log_meas = saved
+    np.testing.assert_allclose(moved[alexnet], held_out[alexnet], rtol=1e-12)
+    assert not np.allclose(moved[~alexnet], held_out[~alexnet])
+
+
+def test_folds_are_deterministic_and_cover_every_run(public):
+    meas, _ = public
+    a, b = make_folds(meas, 5), make_folds(meas, 5)
+    assert all((x == y).all() for x, y in zip(a, b, strict=True))
+    assert (np.sum(a, axis=0) == 1).all()
+    with pytest.raises(InputError, match="at least 2 folds"):
+        make_folds(meas, 1)
+
+
+def test_overheads_are_fitted_on_top_of_the_profiles_own(abci):
+    base = fitted_profile(abci, {"overheads.data.compute": 3.0}, transfer=False)
+    param = parse_fit("overheads.data.compute", base)[0]
+    assert (param.start, param.lo, param.hi) == (1.0, 0.1, 1000.0)
+    again = fitted_profile(base, {"overheads.data.compute": 2.0, "inter_alpha_s": 1e-5})
+    assert again.overheads == {"data": {"compute": 6.0}}
+    assert again.measured_key == "abci" and again.inter_alpha_s[0] == 1e-5
+
+
+def test_a_strategy_fitted_on_its_own_transfers_only_when_asked(abci):
+    fitted = {
+        "overheads.data+filter.all": 10.0,
+        "overheads.filter.compute": 2.0,
+        "overheads.data+spatial.halo": 3.0,
+    }
+    on = fitted_profile(abci, fitted)
+    assert on.overheads["filter"] == {"compute": 2.0}  # fitted itself: not overwritten
+    assert on.overheads["spatial"] == {"halo": 3.0}
+    assert "spatial" not in fitted_profile(abci, fitted, transfer=False).overheads
+
+
+def test_the_documented_accuracy_table_is_what_the_code_computes(public, public_uncalibrated):
+    """docs/trust.md's table: uncalibrated, leave-one-model-out and 5-fold held-out accuracies."""
+    meas, cal = public
+    lomo = cross_validate(cal.problem, make_folds(meas, "model"), default=True)
+    columns = {
+        "uncalibrated": summarize(meas, public_uncalibrated[1].t_iter_s),
+        "lomo": summarize(meas, lomo),
+        "5-fold": summarize(meas, cal.cv_s),
+    }
+    table = {}
+    for line in trust_doc().splitlines():
+        cells = [c.replace("**", "").strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[2].isdigit():
+            table[(cells[0], cells[1])] = cells
+    assert len(table) == 5
+    for i, summary in enumerate(columns["uncalibrated"]):
+        row = table[(summary.model, summary.strategy)]
+        assert int(row[2]) == summary.n
+        assert row[3] == f"{summary.acc_mean:.3f} ({summary.mean_ratio:.3f})"
+        assert row[4] == f"{columns['lomo'][i].acc_mean:.3f}"
+        assert row[5] == f"{columns['5-fold'][i].acc_mean:.3f}"
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def runner(monkeypatch) -> CliRunner:
+    monkeypatch.setenv("SWEEP_JAX_CACHE", "")
+    return CliRunner()
+
+
+def small_csv(tmp_path: Path) -> Path:
+    """The public file's ResNet-50 data-parallel runs."""
+    lines = PUBLIC.read_text().splitlines()
+    path = tmp_path / "data.csv"
+    path.write_text("\n".join([lines[0], *(x for x in lines if x.startswith("resnet50,data,"))]) + "\n")
+    return path
+
+
+def test_cli_calibrate_writes_a_machine_the_other_commands_accept(runner, tmp_path):
+    csv_path = small_csv(tmp_path)
+    out = tmp_path / "fit.toml"
+    result = runner.invoke(
+        cli, ["calibrate", str(csv_path), "--machine", "abci", "--fit", "overheads.data.compute,overheads.data.comm",
+              "--cv", "5", "-o", str(out), "--name", "abci-data"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "overheads.data.compute" in result.stdout and "5-fold cross-validated accuracy" in result.stdout
+    train = float(result.stdout.split("train accuracy ")[1].split(";")[0])
+    doc = tomllib.loads(out.read_text())
+    assert doc["name"] == "abci-data" and set(doc["overheads"]) == {"data"}
+    assert f"Train accuracy (mean symmetric, fitted runs): {train:.4f}" in out.read_text()
+    assert parse_machine(doc, str(out)).overheads["data"]["compute"] > 0
+
+    est = runner.invoke(cli, ["estimate", "--model", "resnet50", "--machine", str(out), "--strategy", "data",
+                              "--p", "1", "--b", "64", "--json"])  # fmt: skip
+    assert est.exit_code == 0, est.output
+    row = json.loads(est.stdout)
+    assert row["machine"] == "abci-data"
+    assert row["t_iter_s"] == pytest.approx(0.2 * doc["overheads"]["data"]["compute"], rel=0.01)
+
+    val = runner.invoke(cli, ["validate", str(csv_path), "--machine", str(out), "--summary"])
+    assert val.exit_code == 0, val.output
+    overall = val.stdout.splitlines()[-1 if "infeasible" not in val.stdout else -2].split()
+    assert overall[:2] == ["all", "all"] and float(overall[-1]) == pytest.approx(train, abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--fit", "warp_speed"], "unknown parameter"),
+        (
+            [
+                "--fit",
+                "efficiency,overheads.data.compute,overheads.data.comm,inter_alpha_s,"
+                "intra_alpha_s,intra_bandwidth_Bps,wu_passes,gpu_flops,gpu_mem_bw_Bps,"
+                "bytes_per_element,inter_bandwidth_Bps",
+            ],
+            "11 parameters to fit but only 10",
+        ),
+        (["--cv", "one"], "--cv must be"),
+        (["--cv", "1"], "--cv needs 0"),
+        (["-o", "fit.json"], "-o must end in .toml"),
+        (["--cv", "model"], "at least two models"),
+    ],
+)
+def test_cli_calibrate_errors_are_one_line(runner, tmp_path, args, needle):
+    result = runner.invoke(cli, ["calibrate", str(small_csv(tmp_path)), "--machine", "abci", *args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
+
+
+def test_cli_calibrate_needs_a_machine(runner, tmp_path):
+    result = runner.invoke(cli, ["calibrate", str(small_csv(tmp_path))])
+    assert result.exit_code == 2 and "--machine" in result.output
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_help_has_an_example(runner, command):
+    result = runner.invoke(cli, [command, "--help"])
+    assert result.exit_code == 0 and "Example" in result.output
+
+
+def test_every_strategy_pair_has_a_fit_name(abci):
+    names = [
+        f"overheads.{s}.{t}" for s, t in itertools.product(("data", "pipeline"), ("compute", "p2p", "all"))
+    ]
+    assert [p.name for p in parse_fit(names, abci)] == names
+    assert dataclasses.asdict(parse_fit("overheads.pipeline.p2p=0.5:4", abci)[0])["lo"] == 0.5

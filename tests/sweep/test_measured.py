@@ -1,0 +1,167 @@
+"""Measured-run CSV files (sweep.measured): the shipped file, defaults, and bad rows by line number."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import grids
+from sweep.errors import InputError
+from sweep.machines import load_machine
+from sweep.measured import REQUIRED, read_measurements
+from tests.sweep.conftest import trust_doc
+
+PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "measurements" / "abci_chainer_public.csv"
+HEADER = "model,strategy,p,b,p2,S,machine,iter_time_s,note"
+
+
+def write(tmp_path: Path, *lines: str, name: str = "runs.csv") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ------------------------------------------------------------------------------- the shipped file
+
+
+def test_public_file_reads_cleanly():
+    meas = read_measurements(PUBLIC)
+    assert len(meas.runs) == 51 and not meas.skipped
+    assert {"quality", "source"} <= set(meas.columns)  # free columns are kept
+    assert {(r.model, r.strategy) for r in meas.runs} == {
+        ("alexnet", "data+spatial"),
+        ("resnet50", "data"),
+        ("resnet50", "data+spatial"),
+        ("resnet50", "data+filter"),
+    }
+    first = meas.runs[0]
+    assert (first.line, first.model, first.p, first.b, first.p2, first.iter_time_s) == (
+        2,
+        "alexnet",
+        8,
+        512,
+        4,
+        2.0489,
+    )
+    assert first.iter_time_std_s == 0.62161
+    assert first.fields["source"].startswith("ankahira/paraDL")
+    assert all(r.machine == "abci" for r in meas.runs)
+
+
+def test_public_file_is_the_shared_one_and_names_its_source():
+    if SHARED.exists():
+        assert PUBLIC.read_bytes() == SHARED.read_bytes()
+    readme = (grids.MEASUREMENTS / "README.md").read_text()
+    assert "ankahira/paraDL" in readme and "HPDC" in readme
+
+
+# ------------------------------------------------------------------------------------ defaults
+
+
+def test_defaults_for_p2_and_s(tmp_path):
+    path = write(
+        tmp_path,
+        "model,strategy,p,b,iter_time_s,machine",
+        "resnet50,data+filter,8,32,1.0,abci",  # p2 = gpus_per_node = 4
+        "resnet50,pipeline,4,32,1.0,abci",  # S = p
+        "resnet50,data,8,32,1.0,abci",  # p2 = 1 (SPEC section 6)
+        "resnet50,filter,8,32,1.0,abci",  # p2 = p
+    )
+    runs = read_measurements(path).runs
+    assert [(r.p2, r.S) for r in runs] == [(4, 1), (4, 4), (1, 1), (8, 1)]
+    assert runs[0].iter_time_std_s is None and runs[0].t_comp_s is None
+
+
+def test_machine_option_replaces_the_column(tmp_path):
+    path = write(tmp_path, "model,strategy,p,b,p2,iter_time_s", "resnet50,data+spatial,16,32,2,0.5")
+    with pytest.raises(InputError, match=r"runs\.csv:1: no 'machine' column"):
+        read_measurements(path)
+    meas = read_measurements(path, machine=load_machine("dgx-a100"))
+    run = meas.runs[0]
+    assert (run.p2, meas.bound(run).profile.name) == (2, "dgx-a100")
+
+
+def test_model_and_machine_paths_are_relative_to_the_file(tmp_path):
+    shutil.copy(grids.MODELS / "tiny-cnn.toml", tmp_path / "tiny.toml")
+    shutil.copy(grids.MACHINES / "dgx-h100.toml", tmp_path / "h100.toml")
+    path = write(tmp_path, HEADER, "tiny.toml,data,8,64,,,h100.toml,0.01,x")
+    meas = read_measurements(path)
+    bound = meas.bound(meas.runs[0])
+    assert (bound.model.name, bound.profile.name) == ("tiny-cnn", "dgx-h100")
+    assert meas.runs[0].fields["note"] == "x"
+
+
+# ------------------------------------------------------------------------------------- bad rows
+
+BAD_ROWS = {
+    3: ("nosuchnet,data,8,32,,,abci,0.2,", r"unknown model 'nosuchnet'"),
+    4: ("resnet50,tensor,8,32,,,abci,0.2,", r"unknown strategy 'tensor'"),
+    5: ("resnet50,data+filter,10,32,4,,abci,0.2,", r"p = 10 is not divisible by p2 = 4"),
+    6: ("resnet50,data,8,32,,,abci,-0.2,", r"iter_time_s must be > 0, got '-0.2'"),
+    7: ("resnet50,data,8,32,,,abci,0,", r"iter_time_s must be > 0"),
+    8: ("resnet50,data,8,3.5,,,abci,0.2,", r"b must be a whole number >= 1, got '3.5'"),
+    9: ("resnet50,data,8,32,,,abci,0.2", r"expected 9 fields like the header, got 8"),
+    10: ("resnet50,serial,4,32,,,abci,0.2,", r"serial needs p = 1"),
+    11: ("resnet50,data,8,32,,,nosuchbox,0.2,", r"machine 'nosuchbox'"),
+    12: ("resnet50,data+spatial,2,32,,,abci,0.2,", r"p = 2 is not divisible by p2 = 4"),
+    13: ("resnet50,data,0,32,,,abci,0.2,", r"p must be a whole number >= 1"),
+    14: ("resnet50,data,8,32,,,abci,fast,", r"iter_time_s must be a number"),
+}
+
+
+@pytest.fixture
+def bad_file(tmp_path) -> Path:
+    lines = [HEADER, "resnet50,data,8,32,,,abci,0.2,ok"]
+    lines += [BAD_ROWS[n][0] for n in sorted(BAD_ROWS)]
+    lines += ["", "resnet50,data+filter,8,32,4,,abci,1.5,ok"]  # a blank line is not a row
+    return write(tmp_path, *lines)
+
+
+def test_bad_rows_are_skipped_with_their_line_numbers(bad_file):
+    meas = read_measurements(bad_file)
+    assert [r.line for r in meas.runs] == [2, 16]
+    assert [s.line for s in meas.skipped] == sorted(BAD_ROWS)
+    for skipped, message in zip(meas.skipped, meas.messages(), strict=True):
+        assert re.search(BAD_ROWS[skipped.line][1], skipped.reason), skipped
+        assert message.startswith(f"{bad_file}:{skipped.line}: ")
+        assert "\n" not in message
+
+
+def test_strict_stops_at_the_first_bad_row(bad_file):
+    with pytest.raises(InputError) as err:
+        read_measurements(bad_file, strict=True)
+    text = str(err.value)
+    assert text.startswith(f"{bad_file}:3: unknown model 'nosuchnet'") and "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "empty file"),
+        ("model,strategy,p,machine,iter_time_s\nresnet50,data,8,abci,0.2\n", "missing column 'b'"),
+        ("model,strategy,p,b,b,machine,iter_time_s\n", "column 'b' appears twice"),
+        (f"{HEADER}\nnosuchnet,data,8,32,,,abci,0.2,\n", "no usable rows (1 skipped)"),
+        (f"{HEADER}\n", "no usable rows (0 skipped)"),
+    ],
+)
+def test_bad_files_are_errors(tmp_path, text, needle):
+    path = tmp_path / "f.csv"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_measurements(path)
+    assert needle in str(err.value) and str(path) in str(err.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        read_measurements(tmp_path / "none.csv")
+
+
+def test_required_columns_are_documented():
+    doc = trust_doc()
+    for column in (*REQUIRED, "p2", "S", "machine", "iter_time_std_s", "t_comp_s", "t_comm_s"):
+        assert f"`{column}`" in doc

@@ -1,0 +1,144 @@
+"""Machine files with ``[overheads.<strategy>]`` and ``[measured]`` tables, written and read back,
+and the overheads applied by ``point_fn`` (calibrated profiles, docs/trust.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+
+import jax
+import pytest
+
+import grids
+from sweep.errors import InputError
+from sweep.evaluate import Bound, estimate, point_fn
+from sweep.machines import builtin_names, load_machine, parse_machine, to_toml
+from sweep.models import load_model
+from tests.helpers import config
+
+ABCI_TEXT = (grids.MACHINES / "abci.toml").read_text()
+
+
+def with_tables(extra: str) -> dict:
+    return tomllib.loads(ABCI_TEXT + "\n" + extra)
+
+
+def test_overheads_and_measured_tables_are_read_and_described():
+    doc = with_tables(
+        '[measured]\nmachine = "abci"\nrate_flops = 7.8e12\n'
+        '[overheads."data+spatial"]\ncompute = 2\nhalo = 0.5\n[overheads.data]\nallreduce = 1.5\n'
+    )
+    doc["name"] = "abci-cal"
+    profile = parse_machine(doc, "m.toml")
+    assert profile.overheads == {"data+spatial": {"compute": 2.0, "halo": 0.5}, "data": {"allreduce": 1.5}}
+    assert (profile.measured_key, profile.ref_rate_flops) == ("abci", 7.8e12)
+    described = json.loads(json.dumps(profile.describe()))
+    assert described["overheads"]["data+spatial"]["compute"] == 2.0
+    assert described["measured"] == {"machine": "abci", "rate_flops": 7.8e12}
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ("[overheads.tensor]\ncompute = 2\n", "key 'overheads.tensor': unknown strategy"),
+        ("[overheads.data]\ndisk = 2\n", "key 'overheads.data.disk': unknown term"),
+        ("[overheads.data]\ncompute = 0\n", "key 'overheads.data.compute': must be > 0"),
+        ("[overheads.data]\ncompute = -1.5\n", "must be > 0"),
+        ('[overheads.data]\ncompute = "x"\n', "must be a number"),
+        ("[overheads]\ndata = 3\n", "key 'overheads.data': must be a table of compute, allreduce"),
+        ('[measured]\nmachine = "abci"\n', "key 'measured.rate_flops': missing required key"),
+        ('[measured]\nmachine = "abci"\nrate_flops = -1\n', "key 'measured.rate_flops': must be > 0"),
+        ("[measured]\nrate_flops = 1e12\n", "key 'measured.machine'"),
+        ('[measured]\nmachine = "abci"\nrate_flops = 1e12\nextra = 1\n', "key 'measured.extra': unknown key"),
+    ],
+)
+def test_bad_tables_are_one_line_errors_naming_the_key(extra, needle):
+    with pytest.raises(InputError) as err:
+        parse_machine(with_tables(extra), "m.toml")
+    assert needle in str(err.value) and str(err.value).startswith("m.toml: ")
+
+
+def test_overheads_must_be_a_table():
+    doc = with_tables("")
+    doc["overheads"] = 3
+    with pytest.raises(InputError, match=r"^m\.toml: key 'overheads': must be a table"):
+        parse_machine(doc, "m.toml")
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_round_trips_through_to_toml(name):
+    profile = load_machine(name)
+    again = parse_machine(tomllib.loads(to_toml(profile, ("comment",))), profile.source)
+    assert again == dataclasses.replace(profile, description=profile.description)
+
+
+def test_overrides_and_fitted_values_are_written_in():
+    profile = load_machine("abci").with_overrides({"inter_alpha_s": 1e-5, "wu_passes": 0})
+    baked = parse_machine(tomllib.loads(to_toml(profile)), "x")
+    assert baked.overrides == {} and baked.params["wu_passes"] == 0
+    assert baked.inter_alpha_s == pytest.approx((1e-5, 1e-5 + 0.18e-6, 1e-5 + 0.67e-6), rel=1e-12)
+
+
+def test_point_fn_applies_the_overheads_of_its_strategy(small_net, small_machine):
+    cfg = config(4, 8, p2=2)
+    plain = jax.jit(point_fn("data+spatial", ()))(small_net, small_machine, cfg, ())[0]
+    table = {"data+spatial": {"compute": 2.0, "halo": 3.0}, "data": {"compute": 100.0}}
+    scaled = jax.jit(point_fn("data+spatial", (), overheads=table))(small_net, small_machine, cfg, ())[0]
+    assert float(scaled.t_comp_s) == pytest.approx(2 * float(plain.t_comp_s), rel=1e-14)
+    assert float(scaled.t_halo_s) == pytest.approx(3 * float(plain.t_halo_s), rel=1e-14)
+    assert float(scaled.t_allreduce_s) == float(plain.t_allreduce_s)  # not named: unchanged
+
+
+def test_estimate_uses_the_profiles_overheads_and_measured_time(tmp_path):
+    text = ABCI_TEXT.replace('name = "abci"', 'name = "abci-slow"')
+    text += '\n[measured]\nmachine = "abci"\nrate_flops = 7.8e12\n[overheads.data]\ncompute = 2\n'
+    path = tmp_path / "slow.toml"
+    path.write_text(text)
+    model = load_model("resnet50")
+    base = estimate(Bound.of(model, load_machine("abci")), "data", 4, 32)
+    slow = estimate(Bound.of(model, load_machine(str(path))), "data", 4, 32)
+    assert slow["machine"] == "abci-slow"
+    assert slow["t_comp_s"] == pytest.approx(2 * base["t_comp_s"], rel=1e-12)  # measured time kept
+    assert slow["t_allreduce_s"] == pytest.approx(base["t_allreduce_s"], rel=1e-12)
+    # without [measured], a renamed abci falls back to FLOPs: a different compute time
+    path.write_text(ABCI_TEXT.replace('name = "abci"', 'name = "abci-slow"'))
+    flops = estimate(Bound.of(model, load_machine(str(path))), "data", 4, 32)
+    assert flops["t_comp_s"] != pytest.approx(base["t_comp_s"], rel=1e-3)
+
+
+# --------------------------------------------------------- measured compute, keyed by machine name
+
+
+def per_sample_compute_s(model, machine: str) -> float:
+    """``t_comp = D sum(t) + I sum(u)`` (SPEC section 4, data with p = 1), solved for ``sum(t)``."""
+    row = estimate(Bound.of(model, load_machine(machine)), "data", 1, 64)
+    params = load_machine(machine).params
+    update_s = (
+        params["wu_passes"]
+        * params["bytes_per_element"]
+        * model.describe()["weights"]
+        / params["gpu_mem_bw_Bps"]
+    )
+    return (row["t_comp_s"] - row["iterations"] * update_s) / model.dataset_samples
+
+
+def test_measured_per_sample_time_applies_on_its_machine_only():
+    from kernels.network import forward_flops
+    from sweep.models import to_arrays
+
+    model = load_model("resnet50")
+    # abci: ParaDL's measured 3.119502 ms per sample (SPEC section 1)
+    assert per_sample_compute_s(model, "abci") == pytest.approx(3.119502e-3, rel=1e-9)
+    # elsewhere: FLOPs / (gpu_flops * efficiency)
+    a = to_arrays(model)
+    flops = 3 * forward_flops(a.kind, a.x, a.w, a.y).sum()
+    a100 = load_machine("dgx-a100")
+    rate = a100.params["gpu_flops"] * a100.params["efficiency"]
+    assert per_sample_compute_s(model, "dgx-a100") == pytest.approx(flops / rate, rel=1e-9)
+    # a model measured on dgx-a100 uses that time there, and FLOPs on abci
+    measured = dataclasses.replace(model, measured_s={"dgx-a100": 1e-3})
+    assert per_sample_compute_s(measured, "dgx-a100") == pytest.approx(1e-3, rel=1e-9)
+    abci = load_machine("abci")
+    abci_rate = abci.params["gpu_flops"] * abci.params["efficiency"]
+    assert per_sample_compute_s(measured, "abci") == pytest.approx(flops / abci_rate, rel=1e-9)
