@@ -158,21 +158,55 @@ def plan(spec_path) -> None:
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", type=click.Path(file_okay=False), help="Output folder [outputs/<spec name>].")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the same folder.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing sweep in the folder.")
+@click.option(
+    "--overwrite", is_flag=True, help="Replace an existing sweep (with --shard: that shard) in the folder."
+)
 @click.option("--x64", is_flag=True, help="Compute and write in float64 (default float32).")
 @click.option("--only-feasible", is_flag=True, help="Write only feasible rows.")
 @click.option("--columns", help="Comma-separated columns to write (default all).")
 @click.option("--keep", "keep_text", help="In-stream reduction: pareto:COL,COL or top:K:COL.")
 @click.option("--chunk", type=int, default=1 << 18, show_default=True, help="Points per device chunk.")
+@click.option(
+    "--shard",
+    "shard_text",
+    metavar="K/N",
+    help="Run only the K-th (0-based) of N equal parts of the grid into the folder; resumes itself "
+    "when rerun. Seal the N shards with 'sweep merge DIR'.",
+)
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    help="Evaluate and write chunks on Dask workers: a scheduler address (tcp://host:8786) or "
+    "local:N for a local cluster of N worker processes. Needs paradl-sweep[dask].",
+)
 @click.option("--yes", is_flag=True, help=f"Run grids over {10**12:.0e} points.")
 @handle_errors
-def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_text, chunk, yes) -> None:
+def run(
+    spec_path,
+    out,
+    resume,
+    overwrite,
+    x64,
+    only_feasible,
+    columns,
+    keep_text,
+    chunk,
+    shard_text,
+    dask_address,
+    yes,
+) -> None:
     """Run a sweep and stream its rows to a Parquet dataset folder.
+
+    Each chunk is spread over every local device (several GPUs, or CPU
+    devices forced with XLA_FLAGS=--xla_force_host_platform_device_count=N).
 
     \b
     Example:
       sweep run grids/sweeps/paper-resnet50-vgg16.toml -o outputs/paper
       sweep run grids/sweeps/codesign-resnet50.toml --keep pareto:t_epoch_s,p
+      sweep run my.toml -o out/my --shard $SLURM_ARRAY_TASK_ID/16   # then: sweep merge out/my
+      sweep run my.toml -o out/my --dask local:4                    # or --dask tcp://host:8786
     """
     import time
 
@@ -182,10 +216,13 @@ def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_tex
     from sweep import engine
     from sweep.grid import CONFIRM_POINTS, load_spec
     from sweep.grid import plan as make_plan
-    from sweep.run import Interrupted, RunOptions, parse_keep, run_sweep, tty_progress
+    from sweep.run import Interrupted, RunOptions, parse_keep, parse_shard, run_sweep, tty_progress
 
     if not 1 <= chunk <= engine.MAX_CHUNK:
         raise InputError(f"--chunk must be in 1..{engine.MAX_CHUNK}, got {chunk}")
+    shard = parse_shard(shard_text) if shard_text is not None else None
+    if dask_address is not None and not dask_address.strip():
+        raise InputError("--dask needs a scheduler address or local:N")
     p = make_plan(load_spec(spec_path))
     if p.size > CONFIRM_POINTS and not yes:
         raise InputError(f"{p.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
@@ -201,6 +238,8 @@ def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_tex
         columns=cols,
         resume=resume,
         overwrite=overwrite,
+        shard=shard,
+        dask=dask_address,
     )
     started = time.perf_counter()
     try:
@@ -211,11 +250,37 @@ def run(spec_path, out, resume, overwrite, x64, only_feasible, columns, keep_tex
     if sys.stderr.isatty():
         click.echo("", err=True)
     wall = time.perf_counter() - started
+    what = f"shard {shard}: " if shard else ""
+    kept = "kept (this shard's front or top-k) in" if shard and keep.reduces else "written to"
     click.echo(
-        f"{summary.rows:,} rows written to {summary.folder} ({summary.points:,} points evaluated "
+        f"{what}{summary.rows:,} rows {kept} {summary.folder} ({summary.points:,} points evaluated "
         f"in {wall:.2f} s, {summary.points / wall if wall else 0:,.0f} points/s; "
         f"{summary.points_per_s:,.0f} points/s after start-up)"
     )
+    if shard:
+        click.echo(f"when all {shard.n} shards are done: sweep merge {summary.folder}")
+
+
+@cli.command()
+@click.argument("folder", metavar="DIR", type=click.Path(file_okay=False))
+@handle_errors
+def merge(folder) -> None:
+    """Check that every shard of a --shard run finished and seal the dataset folder.
+
+    Verifies the N shard manifests (all present, same run, complete, part
+    files in place), reduces the shards' results for --keep runs into
+    part-keep.parquet, and writes _manifest.json with complete = true.
+    Missing or unfinished shards are named in a one-line error (exit 2).
+
+    \b
+    Example:
+      sweep merge outputs/codesign-resnet50
+    """
+    from sweep.merge import merge as merge_shards
+
+    summary = merge_shards(Path(folder))
+    what = "rows" if summary.keep == "all" else f"rows ({summary.keep})"
+    click.echo(f"{summary.shards} shard(s) complete: {summary.rows:,} {what} in {summary.folder}")
 
 
 def _fmt(value) -> str:

@@ -11,18 +11,28 @@ chunk i is copied back, so transfers overlap computation.
 
 In-stream reductions (``--keep``) run on the device: a 2-objective Pareto
 mask by sort and running minimum, or ``lax.top_k``; only survivors come back.
+
+With several local devices (GPUs, or CPU devices forced with
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``) each chunk is split
+over all of them with ``shard_map`` on a 1-D mesh: device d takes the
+``chunk / N`` consecutive points from offset ``d * chunk / N`` and reduces
+its own share; :func:`survivors` gathers the candidates on the host.
+:func:`spans` cuts the concatenated index space of all jobs into the equal
+contiguous shards of ``sweep run --shard K/N``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from kernels import Config, with_params
 from sweep.evaluate import CONFIG_COLUMNS, RESULT_COLUMNS, point_fn
@@ -33,6 +43,8 @@ _BIG = 1 << 23  # strides above this use the carry-by-threshold form
 MAX_CHUNK = 1 << 22
 #: Survivors a reducing chunk returns compacted; more fall back to a full copy.
 COMPACT_ROWS = 4096
+#: Name of the mesh axis a chunk is split over when there are several devices.
+AXIS = "d"
 #: Number of traces (compilations) per (job index, strategy), for tests.
 TRACES: dict[tuple[int, str], int] = {}
 
@@ -96,6 +108,41 @@ def n_chunks(job: Job, chunk: int) -> int:
     return -(-job.size // chunk)
 
 
+class Span(NamedTuple):
+    """The flat indices ``[lo, hi)`` of one job that a run (or a shard of it) evaluates, in chunks."""
+
+    job: Job
+    lo: int
+    hi: int
+
+    def chunks(self, chunk: int) -> int:
+        return -(-(self.hi - self.lo) // chunk)
+
+    def unit(self, number: int, chunk: int) -> tuple[int, int]:
+        """(start index within the job, real points) of chunk ``number`` of the span."""
+        start = self.lo + number * chunk
+        return start, min(chunk, self.hi - start)
+
+
+def spans(jobs: Sequence[Job], k: int = 0, n: int = 1) -> list[Span]:
+    """The jobs' parts in shard ``k`` of ``n``: equal contiguous ranges of the concatenated index space.
+
+    Shard k takes global indices ``[T k / n, T (k + 1) / n)`` (floored) of the
+    ``T = sum(job sizes)`` points; a job cut by a shard boundary is split
+    between two shards, whose chunks then start at the boundary.
+    """
+    total = sum(job.size for job in jobs)
+    first, last = total * k // n, total * (k + 1) // n
+    out = []
+    base = 0
+    for job in jobs:
+        lo, hi = max(first - base, 0), min(last - base, job.size)
+        if hi > lo:
+            out.append(Span(job, lo, hi))
+        base += job.size
+    return out
+
+
 def _pareto_mask_2d(o1, o2, ok):
     """Non-dominated rows for two minimised objectives (ties: equal rows all survive)."""
     inf = jnp.asarray(jnp.inf, o1.dtype)
@@ -140,16 +187,23 @@ class ChunkOut(NamedTuple):
     count: Any = None
 
 
-def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
+def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
     """A jitted ``f(net, machine, values, info, n_real) -> ChunkOut`` and its compaction size.
 
     ``mask`` marks the rows to keep: real (not padding), a configuration the
     strategy can take (hybrids skip p2 not dividing p), and, for a ``keep``
     reduction, a candidate.
+
+    With several ``devices`` (default: every local device) the chunk is
+    padded to a multiple of their number N and split with ``shard_map`` over
+    a 1-D mesh: device d evaluates the ``chunk / N`` consecutive points from
+    offset ``d * chunk / N`` and compacts its own candidates, so outputs are
+    ``N`` blocks side by side and ``count`` has one entry per device (see
+    :func:`survivors`); the compaction size is per device.
     """
     axis_names = tuple(job.axes)
     machine_axes = job.machine_axes
-    point = point_fn(job.strategy, machine_axes)
+    point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
     icols = int_columns(job)
     hybrid = "p2" in axis_names
     fixed = dict(job.bound.profile.overrides)
@@ -189,11 +243,12 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
             return floats[RESULT_COLUMNS.index(name)]
         return ints[icols.index(name)].astype(dtype)
 
-    def run(net, machine, values, info, n_real):
+    def run(net, machine, values, info, n_real, offset, size):
+        """``size`` points at local offsets ``offset + arange(size)`` of the chunk."""
         # Mixed-radix decode in exact small-integer float arithmetic (vectorises on
         # CPUs, where integer division does not): digit = (q + carry) mod r.
         fi = info.astype(jnp.float32)
-        k = jnp.arange(chunk, dtype=jnp.float32)
+        k = offset + jnp.arange(size, dtype=jnp.float32)
         carry = jnp.where(
             info[:, 4:5] == 1,
             (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
@@ -212,33 +267,106 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype):
         elif keep.kind == "top":
             ok = mask & (limit == 0)
             score = jnp.where(ok, column(floats, ints, keep.columns[0]), jnp.inf)
-            kth = -jax.lax.top_k(-score, min(keep.k, chunk))[0][-1]
+            kth = -jax.lax.top_k(-score, min(keep.k, size))[0][-1]
             mask = ok & (score <= kth)  # every row tied with the k-th; the host breaks ties
         if not keep.reduces:
             return ChunkOut(floats, ints, limit, mask)
-        count = jnp.sum(mask)
+        count = jnp.sum(mask).astype(jnp.int32)
         (idx,) = jnp.nonzero(mask, size=compact, fill_value=0)
-        return ChunkOut(
-            floats, ints, limit, mask, floats[:, idx], ints[:, idx], limit[idx], idx.astype(jnp.int32), count
-        )
+        sel = idx.astype(jnp.int32) + offset.astype(jnp.int32)
+        return ChunkOut(floats, ints, limit, mask, floats[:, idx], ints[:, idx], limit[idx], sel, count)
 
-    compact = min(chunk, max(COMPACT_ROWS, keep.k))
+    n_dev = len(devices) if devices is not None else len(local_devices())
+    per = -(-chunk // n_dev)  # points per device; the chunk is padded to n_dev * per
+    compact = min(per, max(COMPACT_ROWS, keep.k))
     TRACES[(job.index, job.strategy)] = 0
 
-    def counted(*args):
+    if n_dev == 1:
+
+        def single(net, machine, values, info, n_real):
+            TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
+            return run(net, machine, values, info, n_real, jnp.float32(0), chunk)
+
+        return jax.jit(single), compact
+
+    mesh = device_mesh(devices)
+
+    def part(net, machine, values, info, n_real):
+        offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.float32)
+        out = run(net, machine, values, info, n_real, offset, per)
+        return out if out.count is None else out._replace(count=out.count.reshape(1))
+
+    cols, rows = P(None, AXIS), P(AXIS)  # [columns, points] blocks side by side; [points]
+    specs = ChunkOut._make(
+        [cols, cols, rows, rows, *([cols, cols, rows, rows, rows] if keep.reduces else [None] * 5)]
+    )
+    sharded = jax.shard_map(part, mesh=mesh, in_specs=P(), out_specs=specs)
+
+    def multi(net, machine, values, info, n_real):
         TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-        return run(*args)
+        return sharded(net, machine, values, info, n_real)
 
-    return jax.jit(counted), compact
+    return jax.jit(multi), compact
 
 
-def device_inputs(job: Job, dtype):
-    """The job's net, base machine and axis value arrays as device arrays."""
-    net = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), job.bound.net)
+def local_devices() -> list:
+    """The devices a chunk is spread over: every local device of JAX's default backend."""
+    return jax.local_devices()
+
+
+def device_mesh(devices=None) -> Mesh:
+    """A 1-D mesh (axis ``"d"``) over ``devices`` (default :func:`local_devices`)."""
+    return Mesh(np.asarray(devices if devices is not None else local_devices()), (AXIS,))
+
+
+class Survivors(NamedTuple):
+    """A reducing chunk's candidate rows on the host; ``local`` are their offsets in the chunk."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    limit: np.ndarray
+    local: np.ndarray
+
+
+def survivors(out: ChunkOut) -> Survivors:
+    """Copy a reducing chunk's candidates to the host, from the compacted blocks when they fit.
+
+    One device returns one block and a scalar ``count``; ``N`` devices return
+    ``N`` blocks side by side and ``count[N]``. A device with more candidates
+    than its block (many ties) is read from the full arrays at ``mask``.
+    """
+    counts = np.atleast_1d(np.asarray(out.count))
+    width = out.sel.shape[0] // len(counts)
+    if (counts > width).any():
+        local = np.flatnonzero(np.asarray(out.mask))
+        return Survivors(
+            np.asarray(out.ints)[:, local],
+            np.asarray(out.floats)[:, local],
+            np.asarray(out.limit)[local],
+            local,
+        )
+    cols = np.concatenate([d * width + np.arange(c) for d, c in enumerate(counts)]).astype(np.int64)
+    sel = np.asarray(out.sel)[cols]
+    return Survivors(
+        np.asarray(out.c_ints)[:, cols], np.asarray(out.c_floats)[:, cols], np.asarray(out.c_limit)[cols], sel
+    )
+
+
+def device_inputs(job: Job, dtype, devices=None):
+    """The job's net, base machine and axis value arrays as device arrays.
+
+    With several ``devices`` (default: every local device) they are
+    replicated on each once, so a chunk call does not copy them again.
+    """
+    net = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype), job.bound.net)
     machine = job.bound.profile.pytree(np.float64)
-    machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), machine)
+    machine = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype), machine)
     values = tuple(
-        jnp.asarray(v, jnp.int32) if name in CONFIG_AXES else jnp.asarray(v, dtype)
+        np.asarray(v, np.int32) if name in CONFIG_AXES else np.asarray(v, dtype)
         for name, v in job.axes.items()
     )
-    return net, machine, values
+    inputs = (net, machine, values)
+    devices = devices if devices is not None else local_devices()
+    if len(devices) == 1:
+        return jax.tree_util.tree_map(jnp.asarray, inputs)
+    return jax.device_put(inputs, NamedSharding(device_mesh(devices), P()))

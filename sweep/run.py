@@ -3,19 +3,28 @@
 The main thread dispatches chunk i+1 to the device before copying chunk i
 back; a writer thread turns finished chunks into part files (temporary name,
 then rename) and records each in the manifest, so an interrupted run resumes
-from the last chunk written. Reductions (``--keep``) merge each chunk's
+from the chunks written. Reductions (``--keep``) merge each chunk's
 survivors on the host and checkpoint the running result every few seconds.
+
+Beyond one process: ``--shard K/N`` evaluates the K-th of N equal contiguous
+parts of the concatenated index space into the same folder under its own
+file names (``sweep merge`` then checks and seals the dataset), and
+``--dask ADDRESS`` hands chunks to Dask workers (:mod:`sweep.cluster`).
+Both drive the same :class:`_Run` bookkeeping: which chunks are done, the
+rows written, the running reduction and the manifest.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import queue
+import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +38,7 @@ from sweep import engine, store
 from sweep.engine import Keep
 from sweep.errors import InputError
 from sweep.evaluate import RESULT_COLUMNS
-from sweep.grid import Plan
+from sweep.grid import Job, Plan
 from sweep.pareto import pareto_mask, top_k_order
 
 CHECKPOINT_S = 5.0
@@ -38,6 +47,29 @@ KEEP_PART = "part-keep.parquet"
 
 class Interrupted(Exception):
     """The run was stopped by a signal after writing what it had finished."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``k`` (0-based) of ``n`` of a run's index space."""
+
+    k: int
+    n: int
+
+    @property
+    def tag(self) -> str:
+        return store.shard_tag(self.k, self.n)
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.n}"
+
+
+def parse_shard(text: str) -> Shard:
+    """``K/N`` with ``0 <= K < N`` (a Slurm array ``--array=0-15`` passes ``$SLURM_ARRAY_TASK_ID/16``)."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or not 0 <= int(m[1]) < int(m[2]):
+        raise InputError(f"--shard must be K/N with 0 <= K < N, got '{text}'")
+    return Shard(int(m[1]), int(m[2]))
 
 
 @dataclass
@@ -51,6 +83,12 @@ class RunOptions:
     resume: bool = False
     overwrite: bool = False
     compression: str = "zstd"
+    #: Evaluate only this part of the index space (files named with its tag).
+    shard: Shard | None = None
+    #: Dask scheduler address, ``"local:N"`` for a local cluster, or a ``distributed.Client``.
+    dask: Any = None
+    #: Called on the Dask worker as ``hook(job, chunk)`` before each chunk (tests kill workers with it).
+    task_hook: Callable[[int, int], None] | None = None
 
 
 @dataclass
@@ -115,11 +153,11 @@ class _Writer(threading.Thread):
             item = self.jobs.get()
             if item is None:
                 return
-            job, chunk, labels, ints, floats, limit = item
+            name, job, chunk, labels, ints, floats, limit = item
             try:
                 if self.error is None:
                     table = self.schema.table(labels, ints, floats, limit)
-                    self.writer.write(store.part_name(job, chunk), table)
+                    self.writer.write(name, table)
                     self.on_done(job, chunk, len(table))
             except BaseException as err:  # surfaced by the main thread
                 self.error = err
@@ -129,159 +167,337 @@ class _Writer(threading.Thread):
             raise self.error
         self.jobs.put(item)
 
-    def close(self) -> None:
+    def close(self, raise_error: bool = True) -> None:
         self.jobs.put(None)
         self.join()
-        if self.error is not None:
+        if self.error is not None and raise_error:
             raise self.error
+
+
+class _Done:
+    """Finished chunks per job: a contiguous prefix, and any finished out of order beyond it.
+
+    The manifest keeps them as ``done`` (job -> chunks finished from the
+    first; the only form a local run produces) and ``done_extra`` (job ->
+    chunk numbers finished past the prefix, from Dask workers that complete
+    out of order).
+    """
+
+    def __init__(self, manifest: dict):
+        self.prefix = {int(k): int(v) for k, v in manifest.get("done", {}).items()}
+        self.extra = {int(k): {int(c) for c in v} for k, v in manifest.get("done_extra", {}).items()}
+
+    def has(self, job: int, number: int) -> bool:
+        return number < self.prefix.get(job, 0) or number in self.extra.get(job, ())
+
+    def mark(self, job: int, number: int) -> None:
+        extra = self.extra.setdefault(job, set())
+        extra.add(number)
+        first = self.prefix.get(job, 0)
+        while first in extra:
+            extra.remove(first)
+            first += 1
+        self.prefix[job] = first
+        if not extra:
+            del self.extra[job]
+
+    def count(self, job: int) -> int:
+        return self.prefix.get(job, 0) + len(self.extra.get(job, ()))
+
+    def points(self, span: engine.Span, chunk: int) -> int:
+        """Points of ``span`` in finished chunks."""
+        job = span.job.index
+        first = min(self.prefix.get(job, 0) * chunk, span.hi - span.lo)
+        return first + sum(span.unit(c, chunk)[1] for c in self.extra.get(job, ()))
+
+    def to_json(self) -> tuple[dict, dict]:
+        return dict(self.prefix), {j: sorted(v) for j, v in self.extra.items()}
+
+
+class _Run:
+    """One run (or shard of a run) of a plan: its schema, spans, done chunks, reduction and manifest."""
+
+    def __init__(self, plan: Plan, opts: RunOptions):
+        self.plan = plan
+        self.opts = opts
+        self.dtype = np.float64 if opts.x64 else np.float32
+        self.tag = opts.shard.tag if opts.shard else None
+        jobs = plan.jobs
+        schema = store.Schema(
+            models=list(plan.models),
+            machines=list(plan.machines),
+            strategies=list(plan.spec.strategies),
+            int_columns=engine.int_columns(jobs[0]),
+            float_columns=RESULT_COLUMNS,
+            float_type=pa.float64() if opts.x64 else pa.float32(),
+            metadata=_metadata(plan, opts),
+            axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
+        )
+        names = schema.all_names()
+        if opts.columns is not None:
+            bad = [c for c in opts.columns if c not in names]
+            if bad:
+                raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
+            schema.columns = tuple(c for c in names if c in opts.columns)
+        self.schema = schema
+        self.run_key: dict[str, Any] = {
+            "spec": plan.spec.text,
+            "chunk": opts.chunk,
+            "x64": opts.x64,
+            "keep": opts.keep.describe(),
+            "only_feasible": opts.only_feasible,
+            "columns": list(schema.columns) if schema.columns else None,
+        }
+        if opts.shard is not None:
+            self.run_key["shards"] = opts.shard.n
+        self.folder = opts.out
+        previous = store.prepare_folder(self.folder, opts.resume, opts.overwrite, self.run_key, self.tag)
+        self.previous = previous or {}
+        k, n = (opts.shard.k, opts.shard.n) if opts.shard else (0, 1)
+        self.spans = engine.spans(jobs, k, n)
+        self.done = _Done(self.previous)
+        self.manifest: dict[str, Any] = {
+            "format": 1,
+            "name": plan.spec.name,
+            "spec_path": plan.spec.path,
+            "run_key": self.run_key,
+            "versions": store.versions(),
+            "jobs": [
+                {
+                    "index": s.job.index,
+                    "model": s.job.bound.model.name,
+                    "machine": s.job.bound.profile.name,
+                    "strategy": s.job.strategy,
+                    "axes": {k: v.tolist() for k, v in s.job.axes.items()},
+                    "points": s.job.size,
+                    "range": [s.lo, s.hi],
+                    "chunks": s.chunks(opts.chunk),
+                }
+                for s in self.spans
+            ],
+            "done": {},
+            "done_extra": {},
+            "rows": int(self.previous.get("rows", 0)),
+            "complete": False,
+            "compression": opts.compression,
+            "schema": schema.to_json(),
+        }
+        if opts.shard is not None:
+            self.manifest["shard"] = {"k": opts.shard.k, "n": opts.shard.n}
+        self.lock = threading.Lock()
+        self.part_writer = store.PartWriter(self.folder, schema.arrow(), opts.compression)
+        self.reducer = Reducer(opts.keep, schema) if opts.keep.reduces else None
+        self.keep_seq = int(self.previous.get("keep_seq", 0))
+        if self.reducer is not None and self.previous.get("keep_state"):
+            self.reducer.load(self.folder / self.previous["keep_state"])
+            self.manifest["keep_state"] = self.previous["keep_state"]
+            self.manifest["keep_seq"] = self.keep_seq
+        self.last_checkpoint = time.perf_counter()
+        self.total_points = sum(s.hi - s.lo for s in self.spans)
+        self.points_done = sum(self.done.points(s, opts.chunk) for s in self.spans)
+        self.points_this_run = 0
+        self.chunks_this_run = 0
+        self.started = time.perf_counter()
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.previous.get("complete"))
+
+    def units(self, span: engine.Span | None = None) -> Iterator[tuple[engine.Span, int, int, int]]:
+        """(span, chunk number, start, real points) of every chunk not done yet (of one span), in order."""
+        chunk = self.opts.chunk
+        for s in self.spans if span is None else [span]:
+            first = self.done.prefix.get(s.job.index, 0)
+            for number in range(first, s.chunks(chunk)):
+                if not self.done.has(s.job.index, number):
+                    yield (s, number, *s.unit(number, chunk))
+
+    def part_name(self, job: int, number: int) -> str:
+        return store.part_name(job, number, self.tag)
+
+    def save_manifest(self) -> None:
+        """Write the manifest (callers hold :attr:`lock` when other threads may record)."""
+        self.manifest["done"], self.manifest["done_extra"] = self.done.to_json()
+        store.atomic_write_text(
+            self.folder / store.manifest_name(self.tag), json.dumps(self.manifest, indent=1)
+        )
+
+    def record(self, job: int, number: int, rows: int) -> None:
+        """A part file of chunk ``number`` of ``job`` with ``rows`` rows is in place."""
+        with self.lock:
+            self.done.mark(job, number)
+            self.manifest["rows"] += rows
+            self.save_manifest()
+
+    def add_survivors(self, job: Job, number: int, start: int, found: engine.Survivors) -> None:
+        """Merge a reducing chunk's candidates; checkpoint every :data:`CHECKPOINT_S` seconds."""
+        assert self.reducer is not None
+        self.reducer.add(job.index, _labels(job), start + found.local.astype(np.int64), found)
+        with self.lock:
+            self.done.mark(job.index, number)
+        if time.perf_counter() - self.last_checkpoint >= CHECKPOINT_S:
+            self.checkpoint()
+
+    def advance(self, points: int, progress: Callable[[int, int, float], None] | None) -> None:
+        self.points_done += points
+        self.points_this_run += points
+        self.chunks_this_run += 1
+        if progress is not None:
+            progress(self.points_done, self.total_points, time.perf_counter() - self.started)
+
+    def checkpoint(self) -> None:
+        """Write the running reduction and the done chunks together (state file, then manifest)."""
+        assert self.reducer is not None
+        self.keep_seq += 1
+        prefix = f"_keep-{self.tag}-" if self.tag else "_keep-"
+        name = f"{prefix}{self.keep_seq:06d}.parquet"
+        self._write_state(name)
+        old = self.manifest.get("keep_state")
+        with self.lock:
+            self.manifest["keep_state"] = name
+            self.manifest["keep_seq"] = self.keep_seq
+            self.save_manifest()
+        if old and old != name:
+            (self.folder / old).unlink(missing_ok=True)
+        self.last_checkpoint = time.perf_counter()
+
+    def _write_state(self, name: str) -> None:
+        assert self.reducer is not None
+        final = self.folder / name
+        tmp = store.temporary(final)
+        try:
+            pq.write_table(self.reducer.state_table(), tmp)
+            tmp.replace(final)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def finish(self) -> None:
+        """Seal the run: the reduction's result, then ``complete`` in the manifest.
+
+        A shard's reduction stays a state file (``_keep-sKofN.parquet``, with
+        the row identities that ``sweep merge`` breaks ties by); an unsharded
+        run writes ``part-keep.parquet``.
+        """
+        if self.reducer is not None:
+            if self.tag is None:
+                self.manifest["rows"] = len(self.reducer)
+                self.part_writer.write(KEEP_PART, self.reducer.table())
+                self.manifest.pop("keep_state", None)
+            else:
+                name = f"_keep-{self.tag}.parquet"
+                self._write_state(name)
+                self.manifest["keep_state"] = name
+                self.manifest["rows"] = len(self.reducer)
+            checkpoints = f"_keep-{self.tag}-*.parquet" if self.tag else "_keep-[0-9]*.parquet"
+            for f in self.folder.glob(checkpoints):
+                f.unlink()
+        with self.lock:
+            self.manifest["complete"] = True
+            self.save_manifest()
+        store.remove_temporaries(self.folder, self.tag)  # of a worker or shard killed mid-write
+
+    def interrupted(self) -> None:
+        if self.reducer is not None:
+            self.checkpoint()
+        with self.lock:
+            self.save_manifest()
+        store.remove_temporaries(self.folder, self.tag)
+
+    def summary(self) -> RunSummary:
+        seconds = time.perf_counter() - self.started
+        return RunSummary(
+            self.manifest["rows"], self.points_this_run, self.chunks_this_run, seconds, self.folder
+        )
 
 
 def run_sweep(
     plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], None] | None = None
 ) -> RunSummary:
-    """Evaluate every job of ``plan`` and write the dataset folder ``opts.out``."""
+    """Evaluate every job of ``plan`` (or the shard ``opts.shard`` of it) into the folder ``opts.out``.
+
+    Chunks run on every local device (:func:`sweep.engine.build_chunk_fn`),
+    or on Dask workers when ``opts.dask`` is set (:func:`sweep.cluster.execute`).
+    """
     if opts.x64:
         jax.config.update("jax_enable_x64", True)
-    dtype = np.float64 if opts.x64 else np.float32
-    jobs = plan.jobs
-    schema = store.Schema(
-        models=list(plan.models),
-        machines=list(plan.machines),
-        strategies=list(plan.spec.strategies),
-        int_columns=engine.int_columns(jobs[0]),
-        float_columns=RESULT_COLUMNS,
-        float_type=pa.float64() if opts.x64 else pa.float32(),
-        metadata=_metadata(plan, opts),
-        axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
-    )
-    names = schema.all_names()
-    if opts.columns is not None:
-        bad = [c for c in opts.columns if c not in names]
-        if bad:
-            raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
-        schema.columns = tuple(c for c in names if c in opts.columns)
-    run_key = {
-        "spec": plan.spec.text,
-        "chunk": opts.chunk,
-        "x64": opts.x64,
-        "keep": opts.keep.describe(),
-        "only_feasible": opts.only_feasible,
-        "columns": list(schema.columns) if schema.columns else None,
-    }
-    folder = opts.out
-    previous = store.prepare_folder(folder, opts.resume, opts.overwrite, run_key)
-    done = {int(k): v for k, v in (previous or {}).get("done", {}).items()}
-    rows_written = int((previous or {}).get("rows", 0))
-    manifest: dict[str, Any] = {
-        "format": 1,
-        "name": plan.spec.name,
-        "spec_path": plan.spec.path,
-        "run_key": run_key,
-        "versions": store.versions(),
-        "jobs": [
-            {
-                "index": j.index,
-                "model": j.bound.model.name,
-                "machine": j.bound.profile.name,
-                "strategy": j.strategy,
-                "axes": {k: v.tolist() for k, v in j.axes.items()},
-                "points": j.size,
-                "chunks": engine.n_chunks(j, opts.chunk),
-            }
-            for j in jobs
-        ],
-        "done": done,
-        "rows": rows_written,
-        "complete": False,
-    }
-    if previous and previous.get("complete"):
-        return RunSummary(previous["rows"], 0, 0, 0.0, folder)
-    lock = threading.Lock()
+    run = _Run(plan, opts)
+    if run.complete:
+        return RunSummary(int(run.previous["rows"]), 0, 0, 0.0, run.folder)
+    client, owned = None, []
+    if opts.dask is not None:  # before the first manifest: a bad address leaves nothing behind
+        from sweep import cluster
 
-    def save_manifest() -> None:
-        store.atomic_write_text(folder / store.MANIFEST, json.dumps(manifest, indent=1))
-
-    def on_done(job: int, chunk: int, rows: int) -> None:
-        with lock:
-            done[job] = chunk + 1
-            manifest["rows"] += rows
-            save_manifest()
-
-    save_manifest()
-    arrow_schema = schema.arrow()
-    part_writer = store.PartWriter(folder, arrow_schema, opts.compression)
-    writer = _Writer(part_writer, schema, on_done)
-    writer.start()
-    reducer = _Reducer(opts.keep, schema, folder, part_writer, previous) if opts.keep.reduces else None
-    total_points = plan.size
-    points_done = sum(min(done.get(j.index, 0) * opts.chunk, j.size) for j in jobs)
-    start_time = time.perf_counter()
-    points_this_run = 0
-    chunks_this_run = 0
+        client, owned = cluster.connect(opts.dask)
     old_term = signal.getsignal(signal.SIGTERM)
-    if threading.current_thread() is threading.main_thread():
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
         signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        for job in jobs:
-            first = done.get(job.index, 0)
-            count = engine.n_chunks(job, opts.chunk)
-            if first >= count:
+        with run.lock:
+            run.save_manifest()
+        if client is not None:
+            cluster.execute(run, progress, client)
+        else:
+            _execute_local(run, progress)
+        run.finish()
+    except KeyboardInterrupt:
+        run.interrupted()
+        hint = "rerun the same command" if run.tag else "rerun with --resume"
+        raise Interrupted(
+            f"interrupted: {run.manifest['rows']:,} rows in {run.folder}; {hint} to continue"
+        ) from None
+    except BaseException:
+        store.remove_temporaries(run.folder, run.tag)
+        raise
+    finally:
+        for thing in owned:
+            thing.close()
+        if main_thread:
+            signal.signal(signal.SIGTERM, old_term)
+    return run.summary()
+
+
+def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None) -> None:
+    """Every chunk not done yet, on this process's devices: dispatch chunk i+1, then collect chunk i."""
+    opts = run.opts
+    writer = _Writer(run.part_writer, run.schema, run.record)
+    writer.start()
+    try:
+        for span in run.spans:
+            units = run.units(span)
+            head = next(units, None)
+            if head is None:
                 continue
-            fn, _compact = engine.build_chunk_fn(job, opts.chunk, opts.keep, dtype)
-            net, machine, values = engine.device_inputs(job, dtype)
+            job = span.job
+            fn, _compact = engine.build_chunk_fn(job, opts.chunk, opts.keep, run.dtype)
+            net, machine, values = engine.device_inputs(job, run.dtype)
             pending = None
-            for number in range(first, count + 1):
+            for unit in itertools.chain([head], units, [None]):
                 current = None
-                if number < count:
-                    start = number * opts.chunk
+                if unit is not None:
+                    _span, number, start, n_real = unit
                     info = engine.decode_info(job, start, opts.chunk)
-                    n_real = min(opts.chunk, job.size - start)
                     current = (number, start, n_real, fn(net, machine, values, info, np.int32(n_real)))
                 if pending is not None:
                     p_number, p_start, p_real, outputs = pending
-                    if reducer is None:
-                        writer.put((job.index, p_number, *_chunk_rows(job, outputs, opts.only_feasible)))
+                    if run.reducer is None:
+                        rows = chunk_rows(job, outputs, opts.only_feasible)
+                        writer.put((run.part_name(job.index, p_number), job.index, p_number, *rows))
                     else:
-                        reducer.add(job, p_number, p_start, outputs)
-                        with lock:
-                            done[job.index] = p_number + 1
-                        reducer.maybe_checkpoint(manifest, lock, save_manifest)
-                    points_done += p_real
-                    points_this_run += p_real
-                    chunks_this_run += 1
-                    if progress is not None:
-                        progress(points_done, total_points, time.perf_counter() - start_time)
+                        run.add_survivors(job, p_number, p_start, engine.survivors(outputs))
+                    run.advance(p_real, progress)
                 pending = current
-        writer.close()
-        if reducer is not None:
-            manifest["rows"] = reducer.finish()
-        manifest["complete"] = True
-        save_manifest()
-    except KeyboardInterrupt:
-        writer.close()
-        if reducer is not None:
-            reducer.checkpoint(manifest, lock, save_manifest)
-        save_manifest()
-        store.remove_temporaries(folder)
-        raise Interrupted(
-            f"interrupted: {manifest['rows']:,} rows in {folder}; rerun with --resume to continue"
-        ) from None
     except BaseException:
-        writer.close()
-        store.remove_temporaries(folder)
+        writer.close(raise_error=False)
         raise
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, old_term)
-    seconds = time.perf_counter() - start_time
-    return RunSummary(manifest["rows"], points_this_run, chunks_this_run, seconds, folder)
+    writer.close()
 
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _chunk_rows(job, out: engine.ChunkOut, only_feasible: bool):
+def chunk_rows(job: Job, out: engine.ChunkOut, only_feasible: bool):
     """(labels, ints, floats, limit) of a chunk's rows to write, on the host."""
     ints, floats, limit, mask = (np.asarray(a) for a in (out.ints, out.floats, out.limit, out.mask))
     if only_feasible:
@@ -292,60 +508,51 @@ def _chunk_rows(job, out: engine.ChunkOut, only_feasible: bool):
     return _labels(job), ints, floats, limit
 
 
-def _labels(job) -> tuple[str, str, str]:
+def _labels(job: Job) -> tuple[str, str, str]:
     return (job.bound.model.name, job.bound.profile.name, job.strategy)
 
 
-class _Reducer:
-    """Running Pareto front or top-k over chunk survivors, checkpointed for ``--resume``."""
+class Reducer:
+    """Running Pareto front or top-k over chunk survivors, with the identity (job, index) of each row.
 
-    def __init__(self, keep: Keep, schema: store.Schema, folder: Path, writer, previous: dict | None):
+    Ties are broken by identity, so the result does not depend on the order
+    chunks arrive in: local, Dask and sharded runs keep the same rows.
+    """
+
+    def __init__(self, keep: Keep, schema: store.Schema):
         self.keep = keep
         self.schema = schema
-        self.folder = folder
-        self.writer = writer
         self.names = (*schema.int_columns, *schema.float_columns)
         self.obj_rows = [self.names.index(c) for c in keep.columns]
         self.values = np.zeros((len(self.names), 0))  # ints then floats, as float64 (exact for both)
         self.limit = np.zeros(0, dtype=np.int8)
         self.ids = np.zeros((0, 2), dtype=np.int64)  # job index, flat index within the job
         self.labels = np.empty((0, 3), dtype=object)  # model, machine, strategy
-        self.last_checkpoint = time.perf_counter()
-        self.seq = 0
-        state = (previous or {}).get("keep_state")
-        if state:
-            self._load(folder / state)
-            self.seq = int((previous or {}).get("keep_seq", 0))
 
-    def add(self, job, number: int, start: int, out: engine.ChunkOut) -> None:
-        count = int(out.count)
-        if count <= out.sel.shape[0]:
-            ints = np.asarray(out.c_ints)[:, :count]
-            floats = np.asarray(out.c_floats)[:, :count]
-            limit = np.asarray(out.c_limit)[:count]
-            local = np.asarray(out.sel)[:count]
-        else:  # more candidates than the compacted block (many ties): read them from the full arrays
-            local = np.flatnonzero(np.asarray(out.mask))
-            ints = np.asarray(out.ints)[:, local]
-            floats = np.asarray(out.floats)[:, local]
-            limit = np.asarray(out.limit)[local]
-        ids = np.stack([np.full(len(local), job.index), start + local.astype(np.int64)], axis=1)
-        block = np.concatenate([ints.astype(np.float64), floats.astype(np.float64)])
-        self.values = np.concatenate([self.values, block], axis=1)
-        self.limit = np.concatenate([self.limit, limit.astype(np.int8)])
-        self.ids = np.concatenate([self.ids, ids])
-        self.labels = np.concatenate(
-            [self.labels, np.tile(np.array(_labels(job), dtype=object), (len(local), 1))]
-        )
+    def __len__(self) -> int:
+        return len(self.limit)
+
+    def add(self, job: int, labels: tuple[str, str, str], index: np.ndarray, found: engine.Survivors) -> None:
+        """Candidate rows of ``job`` at flat indices ``index``; reduces at once."""
+        block = np.concatenate([found.ints.astype(np.float64), found.floats.astype(np.float64)])
+        ids = np.stack([np.full(len(index), job, dtype=np.int64), index.astype(np.int64)], axis=1)
+        labels_block = np.tile(np.array(labels, dtype=object), (len(index), 1))
+        self._append(block, found.limit.astype(np.int8), ids, labels_block)
         self._reduce()
+
+    def _append(self, values, limit, ids, labels) -> None:
+        self.values = np.concatenate([self.values, values], axis=1)
+        self.limit = np.concatenate([self.limit, limit])
+        self.ids = np.concatenate([self.ids, ids])
+        self.labels = np.concatenate([self.labels, labels])
 
     def _reduce(self) -> None:
         if self.values.shape[1] == 0:
             return
-        if self.keep.kind == "pareto":
+        if self.keep.kind == "pareto":  # in (job, index) order
             keep = np.flatnonzero(pareto_mask(self.values[self.obj_rows].T))
             keep = keep[np.lexsort((self.ids[keep, 1], self.ids[keep, 0]))]
-        else:
+        else:  # best first, ties in (job, index) order
             order_key = self.ids[:, 0] * (1 << 40) + self.ids[:, 1]
             keep = top_k_order(self.values[self.obj_rows[0]], order_key, self.keep.k)
         self.values = self.values[:, keep]
@@ -358,27 +565,8 @@ class _Reducer:
         ints = np.rint(self.values[:ni]).astype(np.int32)
         return self.schema.table(self.labels, ints, self.values[ni:], self.limit)
 
-    def maybe_checkpoint(self, manifest: dict, lock, save) -> None:
-        if time.perf_counter() - self.last_checkpoint >= CHECKPOINT_S:
-            self.checkpoint(manifest, lock, save)
-
-    def checkpoint(self, manifest: dict, lock, save) -> None:
-        """Write the running result and the done counts together (state file, then manifest)."""
-        self.seq += 1
-        name = f"_keep-{self.seq:06d}.parquet"
-        tmp = self.folder / f".{name}.tmp"
-        pq.write_table(self._state_table(), tmp)
-        tmp.replace(self.folder / name)
-        old = manifest.get("keep_state")
-        with lock:
-            manifest["keep_state"] = name
-            manifest["keep_seq"] = self.seq
-            save()
-        if old and old != name:
-            (self.folder / old).unlink(missing_ok=True)
-        self.last_checkpoint = time.perf_counter()
-
-    def _state_table(self) -> pa.Table:
+    def state_table(self) -> pa.Table:
+        """The running result with row identities, for a checkpoint or a shard's result."""
         cols: dict[str, Any] = {f"v{i}": self.values[i] for i in range(self.values.shape[0])}
         cols["limit"] = self.limit
         cols["job"] = self.ids[:, 0]
@@ -387,25 +575,20 @@ class _Reducer:
             cols[name] = pa.array([str(v) for v in self.labels[:, j]], pa.string())
         return pa.table(cols)
 
-    def _load(self, path: Path) -> None:
+    def load(self, path: Path) -> None:
+        """Add the rows of a state file (a checkpoint, or a shard's result) and reduce."""
         t = pq.read_table(path)
         n = len(self.names)
-        self.values = (
-            np.stack([t.column(f"v{i}").to_numpy() for i in range(n)]) if len(t) else np.zeros((n, 0))
-        )
-        self.limit = t.column("limit").to_numpy().astype(np.int8)
-        self.ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(
-            np.int64
-        )
+        values = np.stack([t.column(f"v{i}").to_numpy() for i in range(n)]) if len(t) else np.zeros((n, 0))
+        ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(np.int64)
         labels = [t.column(c).to_pylist() for c in ("model", "machine", "strategy")]
-        self.labels = np.array(list(zip(*labels, strict=True)), dtype=object).reshape(len(t), 3)
-
-    def finish(self) -> int:
-        table = self.table()
-        self.writer.write(KEEP_PART, table)
-        for f in self.folder.glob("_keep-*.parquet"):
-            f.unlink()
-        return len(table)
+        self._append(
+            values,
+            t.column("limit").to_numpy().astype(np.int8),
+            ids.reshape(len(t), 2),
+            np.array(list(zip(*labels, strict=True)), dtype=object).reshape(len(t), 3),
+        )
+        self._reduce()
 
 
 def _metadata(plan: Plan, opts: RunOptions) -> dict:

@@ -5,6 +5,11 @@ renamed when complete, so a reader or an interrupted run never sees a
 partial part file. ``_manifest.json`` (also written by rename) records the
 spec, versions, the number of finished chunks per job, the rows written and
 whether the run completed; ``--resume`` continues from it.
+
+A shard of a run (``--shard K/N``) writes into the same folder under names
+that carry its tag (``part-s0003of0016-j0001-c000000012.parquet``,
+``_manifest-s0003of0016.json``), so shards never write the same file;
+``sweep merge`` checks their manifests and writes ``_manifest.json``.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
+import uuid
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -39,17 +46,44 @@ def versions() -> dict[str, str]:
     return out
 
 
+def temporary(path: Path) -> Path:
+    """A dot-named temporary beside ``path``, unique to this writer.
+
+    Two processes writing the same file (a Dask task retried while its first
+    attempt still runs) each write their own temporary; the renames are
+    atomic, so the file is one complete copy either way.
+    """
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a dot-named temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def remove_temporaries(folder: Path) -> None:
-    """Delete leftover ``.*.tmp`` files of an earlier interrupted run."""
-    for tmp in folder.glob(".*.tmp"):
+    tmp = temporary(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
         tmp.unlink(missing_ok=True)
+
+
+def remove_temporaries(folder: Path, tag: str | None = None) -> None:
+    """Delete leftover ``.*.tmp`` files of an earlier interrupted run (only shard ``tag``'s, if given)."""
+    for tmp in folder.glob(".*.tmp"):
+        if tag is None or f"-{tag}" in tmp.name:
+            tmp.unlink(missing_ok=True)
+
+
+def shard_tag(k: int, n: int) -> str:
+    """``s0003of0016``: the name part of shard ``k`` (0-based) of ``n``."""
+    return f"s{k:04d}of{n:04d}"
+
+
+SHARD_MANIFEST = re.compile(r"_manifest-s(\d+)of(\d+)\.json")
+
+
+def manifest_name(tag: str | None = None) -> str:
+    """``_manifest.json``, or a shard's ``_manifest-s0003of0016.json``."""
+    return MANIFEST if tag is None else f"_manifest-{tag}.json"
 
 
 @dataclass
@@ -129,6 +163,34 @@ class Schema:
         schema = self.arrow()
         return pa.table([arrays[f.name] for f in schema], schema=schema)
 
+    def to_json(self) -> dict:
+        """Everything needed to rebuild the schema (``sweep merge`` writes tables from it)."""
+        return {
+            "models": self.models,
+            "machines": self.machines,
+            "strategies": self.strategies,
+            "int_columns": list(self.int_columns),
+            "float_columns": list(self.float_columns),
+            "float_type": str(self.float_type),
+            "metadata": self.metadata,
+            "columns": list(self.columns) if self.columns is not None else None,
+            "axis_values": {k: [float(x) for x in v] for k, v in self.axis_values.items()},
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Schema:
+        return cls(
+            models=list(doc["models"]),
+            machines=list(doc["machines"]),
+            strategies=list(doc["strategies"]),
+            int_columns=tuple(doc["int_columns"]),
+            float_columns=tuple(doc["float_columns"]),
+            float_type=pa.type_for_alias(doc["float_type"]),
+            metadata=doc["metadata"],
+            columns=tuple(doc["columns"]) if doc["columns"] is not None else None,
+            axis_values={k: np.asarray(v, dtype=np.float64) for k, v in doc["axis_values"].items()},
+        )
+
 
 class PartWriter:
     """Writes one complete part file per call, by temporary name and rename."""
@@ -140,7 +202,7 @@ class PartWriter:
 
     def write(self, name: str, table: pa.Table) -> Path:
         final = self.folder / name
-        tmp = self.folder / f".{name}.tmp"
+        tmp = temporary(final)
         try:
             pq.write_table(
                 table,
@@ -155,12 +217,14 @@ class PartWriter:
         return final
 
 
-def part_name(job: int, chunk: int) -> str:
-    return f"part-j{job:04d}-c{chunk:09d}.parquet"
+def part_name(job: int, chunk: int, tag: str | None = None) -> str:
+    """``part-j0001-c000000012.parquet``; a shard's ``part-s0003of0016-j0001-c000000012.parquet``."""
+    shard = f"{tag}-" if tag else ""
+    return f"part-{shard}j{job:04d}-c{chunk:09d}.parquet"
 
 
-def read_manifest(folder: Path) -> dict | None:
-    path = folder / MANIFEST
+def read_manifest(folder: Path, name: str = MANIFEST) -> dict | None:
+    path = folder / name
     if not path.exists():
         return None
     try:
@@ -169,19 +233,42 @@ def read_manifest(folder: Path) -> dict | None:
         raise InputError(f"unreadable manifest: {err}", str(path)) from None
 
 
-def prepare_folder(folder: Path, resume: bool, overwrite: bool, run_key: dict) -> dict | None:
-    """Check the output folder; returns the manifest to resume from, if any."""
+def shard_manifests(folder: Path) -> dict[tuple[int, int], Path]:
+    """The shard manifests in ``folder``, by (k, n)."""
+    out = {}
+    for path in folder.glob("_manifest-s*of*.json"):
+        m = SHARD_MANIFEST.fullmatch(path.name)
+        if m:
+            out[(int(m[1]), int(m[2]))] = path
+    return out
+
+
+def _remove(paths) -> None:
+    for f in paths:
+        f.unlink(missing_ok=True)
+
+
+def prepare_folder(
+    folder: Path, resume: bool, overwrite: bool, run_key: dict, tag: str | None = None
+) -> dict | None:
+    """Check the output folder; returns the manifest to resume from, if any.
+
+    A shard (``tag``) looks only at its own files, resumes from its own
+    manifest whenever the run key matches (a requeued job array task reruns
+    the same command), and refuses a folder holding a different sweep.
+    """
     if folder.exists() and not folder.is_dir():
         raise InputError("output path exists and is not a folder", str(folder))
     folder.mkdir(parents=True, exist_ok=True)
+    if tag is not None:
+        return _prepare_shard(folder, overwrite, run_key, tag)
     remove_temporaries(folder)
     manifest = read_manifest(folder)
-    has_parts = any(folder.glob("part-*.parquet"))
+    has_parts = any(folder.glob("part-*.parquet")) or bool(shard_manifests(folder))
     if overwrite:
-        for f in folder.glob("part-*.parquet"):
-            f.unlink()
-        for f in folder.glob("_keep-*.parquet"):
-            f.unlink()
+        _remove(folder.glob("part-*.parquet"))
+        _remove(folder.glob("_keep-*.parquet"))
+        _remove(shard_manifests(folder).values())
         (folder / MANIFEST).unlink(missing_ok=True)
         return None
     if resume:
@@ -197,6 +284,35 @@ def prepare_folder(folder: Path, resume: bool, overwrite: bool, run_key: dict) -
     if manifest is not None or has_parts:
         raise InputError("output folder already holds a sweep (use --resume or --overwrite)", str(folder))
     return None
+
+
+def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> dict | None:
+    if any(folder.glob("part-j*.parquet")):
+        raise InputError("holds an unsharded sweep: use another folder", str(folder))
+    remove_temporaries(folder, tag)
+    own = manifest_name(tag)
+    if overwrite:  # this shard's files only; a merge of the old shards no longer holds
+        _remove(folder.glob(f"part-{tag}-*.parquet"))
+        _remove(folder.glob(f"_keep-{tag}*.parquet"))
+        _remove([folder / own, folder / MANIFEST])
+        return None
+    for path in [folder / MANIFEST, *(p for p in shard_manifests(folder).values() if p.name != own)]:
+        other = read_manifest(folder, path.name)
+        if other is not None and other.get("run_key") != run_key:
+            raise InputError(
+                f"holds a different sweep or shard count ({path.name}): use another folder or --overwrite",
+                str(folder),
+            )
+    manifest = read_manifest(folder, own)
+    if manifest is None:
+        if any(folder.glob(f"part-{tag}-*.parquet")):
+            raise InputError(f"has part files of shard {tag} but no manifest (use --overwrite)", str(folder))
+        return None
+    if manifest.get("run_key") != run_key:
+        raise InputError(
+            f"shard {tag} was written by a different spec or options (use --overwrite)", str(folder)
+        )
+    return manifest
 
 
 def stderr_is_tty() -> bool:
