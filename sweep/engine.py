@@ -144,18 +144,24 @@ def spans(jobs: Sequence[Job], k: int = 0, n: int = 1) -> list[Span]:
 
 
 def _pareto_mask_2d(o1, o2, ok):
-    """Non-dominated rows for two minimised objectives (ties: equal rows all survive)."""
+    """Non-dominated ``ok`` rows for two minimised objectives, as :func:`sweep.pareto.pareto_mask`.
+
+    Sort by (o1, o2, not ok); a group of equal rows survives when no ``ok`` row
+    sorts before it or every earlier ``ok`` row has a larger o2. Rows that are
+    not ``ok`` never survive nor dominate; infinite objectives are handled.
+    """
     inf = jnp.asarray(jnp.inf, o1.dtype)
     o1 = jnp.where(ok, o1, inf)
     o2 = jnp.where(ok, o2, inf)
-    order = jnp.lexsort((o2, o1))
-    s1, s2 = o1[order], o2[order]
-    cm = jax.lax.cummin(s2)
+    order = jnp.lexsort((~ok, o2, o1))
+    s1, s2, sok = o1[order], o2[order], ok[order]
+    cm = jax.lax.cummin(jnp.where(sok, s2, inf))
     cm_excl = jnp.concatenate([jnp.full((1,), inf, s2.dtype), cm[:-1]])
+    ok_before = jnp.cumsum(sok.astype(jnp.int32)) - sok.astype(jnp.int32)
     idx = jnp.arange(s1.shape[0])
     head = jnp.concatenate([jnp.ones((1,), bool), (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])])
     head_idx = jax.lax.cummax(jnp.where(head, idx, 0))
-    survive_sorted = (cm_excl[head_idx] > s2) & ok[order]
+    survive_sorted = sok & ((ok_before[head_idx] == 0) | (cm_excl[head_idx] > s2))
     return jnp.zeros_like(ok).at[order].set(survive_sorted)
 
 
