@@ -73,26 +73,59 @@ def derive(cost: Cost) -> Derived:
 
 #: Terms that :func:`scale_terms` scales: compute and each communication term (SPEC section 6).
 OVERHEAD_TERMS: tuple[str, ...] = ("compute", "allreduce", "allgather", "halo", "p2p")
+#: Additive overheads of :func:`scale_terms`, in seconds: per iteration, and per sample of ``b`` per iteration.
+ADDITIVE_TERMS: tuple[str, ...] = ("per_iter_s", "per_sample_s")
 
 
-def scale_terms(cost: Cost, compute=1.0, allreduce=1.0, allgather=1.0, halo=1.0, p2p=1.0) -> Cost:
-    """Multiplicative overheads on a strategy's terms (calibration; beyond the paper).
+def scale_terms(
+    cost: Cost,
+    compute=1.0,
+    allreduce=1.0,
+    allgather=1.0,
+    halo=1.0,
+    p2p=1.0,
+    per_iter_s=0.0,
+    per_sample_s=0.0,
+) -> Cost:
+    """Per-strategy overheads on a strategy's terms (calibration; beyond the paper).
+
+    Multiplicative factors on each term, then an additive cost per iteration
+    on compute:
 
     .. math::
-        T'_{comp} = o_{comp} T_{comp},\\quad T'_{ar} = o_{ar} T_{ar},\\quad T'_{ag} = o_{ag} T_{ag},
+        T'_{comp} = o_{comp} T_{comp} + I\\,(c_{iter} + c_{sample}\\, b),\\quad
+        T'_{ar} = o_{ar} T_{ar},\\quad T'_{ag} = o_{ag} T_{ag},
         \\quad T'_{halo} = o_{halo} T_{halo},\\quad T'_{p2p} = o_{p2p} T_{p2p}
 
+    with ``I`` the iterations per epoch and ``b`` the samples per
+    data-parallel replica (per GPU for data, per group of ``p2`` GPUs for the
+    hybrids, the whole batch ``B`` for the pure model-parallel strategies).
     An implementation slower than the ideal model (collectives through MPI, a
     spatial convolution barely faster than an unsplit one) shows as factors
-    above 1. Memory, limits and the configuration are unchanged.
+    above 1; a cost that does not scale with the model's own terms (scattering
+    each input sample over the group, framework work per iteration) as
+    ``c_iter = per_iter_s`` seconds per iteration and ``c_sample = per_sample_s``
+    seconds per sample of ``b``. The additive cost is charged to compute: it is
+    time the replica spends outside the modelled collectives, and the four
+    communication terms keep the paper's meaning. The factor ``o_comp`` does not
+    scale it. Memory, limits and the configuration are unchanged; the defaults
+    (factors 1, additive 0) leave the cost exactly as it was.
     """
+    t_comp = cost.t_comp_s * compute
+    if not (_is_zero(per_iter_s) and _is_zero(per_sample_s)):
+        t_comp = t_comp + cost.iterations * (per_iter_s + per_sample_s * cost.b)
     return cost._replace(
-        t_comp_s=cost.t_comp_s * compute,
+        t_comp_s=t_comp,
         t_allreduce_s=cost.t_allreduce_s * allreduce,
         t_allgather_s=cost.t_allgather_s * allgather,
         t_halo_s=cost.t_halo_s * halo,
         t_p2p_s=cost.t_p2p_s * p2p,
     )
+
+
+def _is_zero(value) -> bool:
+    """True for a plain Python number equal to 0 (not for a traced array: calibration fits it)."""
+    return isinstance(value, int | float) and value == 0
 
 
 def iterations(dataset_samples, batch):

@@ -1,12 +1,14 @@
 """Calibrate a machine profile on measured runs, by gradient descent through the kernels.
 
-The fitted quantities are scalar machine parameters (SPEC section 3) and
+The fitted quantities are scalar machine parameters (SPEC section 3),
 per-strategy multiplicative overheads on compute and on each communication
-term (:func:`kernels.terms.scale_terms`). Each parameter ``v`` lives in log
-space inside its bounds ``[lo, hi]``:
+term, and per-strategy additive overheads per iteration and per sample
+(:func:`kernels.terms.scale_terms`). Each parameter ``v`` lives in log space
+inside its bounds ``[lo, hi]``, shifted by a floor ``f`` (0 except for an
+additive overhead, which can then be 0):
 
 .. math::
-    \\log v = \\log lo + (\\log hi - \\log lo)\\,\\sigma(\\theta)
+    \\log (v + f) = \\log (lo + f) + \\bigl(\\log (hi + f) - \\log (lo + f)\\bigr)\\,\\sigma(\\theta)
 
 and ``theta`` minimises the mean squared log error of the iteration time
 over the measured runs,
@@ -22,13 +24,15 @@ Armijo backtracking).
 Parameter names (``--fit``): a scalar machine parameter (``inter_bandwidth_Bps``,
 ``efficiency``, ...), or ``overheads.<strategy>.<term>`` with term one of
 ``compute``, ``allreduce``, ``allgather``, ``halo``, ``p2p``, ``comm`` (the four
-communication terms tied) or ``all`` (every term tied). Factors on the same
-term multiply. ``NAME=LO:HI`` sets the bounds.
+communication terms tied) or ``all`` (every multiplicative term tied), factors
+that multiply, or ``per_iter_s``, ``per_sample_s``, seconds that add.
+``NAME=LO:HI`` sets the bounds.
 
 Without explicit parameters, :func:`default_candidates` lists a priority
 order and :func:`select_identifiable` keeps those the runs can tell apart: a
 greedy pivoted selection on the Jacobian of the log times with respect to the
-log parameters, at the starting values.
+log parameters, at the starting values; :func:`fit_default` fits them and
+repeats without the additive overheads the fit put at 0.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import SCALAR_PARAMS, STRATEGIES, with_params
-from kernels.terms import OVERHEAD_TERMS
+from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError
 from sweep.evaluate import point_fn
 from sweep.machines import MachineProfile
@@ -52,6 +56,8 @@ from sweep.validation import groups
 #: Communication terms (the ``comm`` tie) and every term (the ``all`` tie).
 COMM_TERMS: tuple[str, ...] = ("allreduce", "allgather", "halo", "p2p")
 TIES: dict[str, tuple[str, ...]] = {"comm": COMM_TERMS, "all": OVERHEAD_TERMS}
+#: Default candidates per measured strategy, in priority order (see :func:`default_candidates`).
+CANDIDATE_TERMS: tuple[str, ...] = ("per_sample_s", "all", "compute", "comm", "per_iter_s")
 #: Scalar machine parameters that cannot be fitted, and why.
 NOT_FITTABLE: dict[str, str] = {
     "gpu_mem_bytes": "it only decides feasibility, not time",
@@ -63,6 +69,11 @@ NOT_FITTABLE: dict[str, str] = {
 MACHINE_SPAN = 100.0
 #: Default bounds of an overhead factor.
 OVERHEAD_BOUNDS = (0.1, 1e3)
+#: Default bounds of an additive overhead, seconds (per iteration; per sample of b per iteration) ...
+ADDITIVE_BOUNDS: dict[str, tuple[float, float]] = {"per_iter_s": (0.0, 100.0), "per_sample_s": (0.0, 1.0)}
+#: ... and its floor: it lives in log(value + floor) space, so it can reach 0 (below the floor it is
+#: effectively linear). The floors are far below the costs that matter (ms per iteration or sample).
+ADDITIVE_FLOOR: dict[str, float] = {"per_iter_s": 1e-5, "per_sample_s": 1e-6}
 #: Default selection: a parameter must move some run's log time by this much per unit log change ...
 MIN_SENSITIVITY = 0.1
 #: ... and keep this fraction of its Jacobian column outside the span of those already chosen.
@@ -71,16 +82,25 @@ MIN_INDEPENDENCE = 0.2
 
 @dataclass(frozen=True)
 class Param:
-    """One fitted parameter: its name, bounds and starting value.
+    """One fitted parameter: its name, bounds, starting value and floor.
 
     The start is the profile's value for a machine parameter (the geometric
-    mean of the bounds if that value is 0) and 1 for an overhead.
+    mean of the bounds if that value is 0), 1 for an overhead factor and 0 for
+    an additive overhead. The fit works in ``log(value + floor)``: ``floor``
+    is 0 except for an additive overhead, whose value may then be 0.
     """
 
     name: str
     lo: float
     hi: float
     start: float
+    floor: float = 0.0
+
+    @property
+    def additive(self) -> bool:
+        """An additive overhead (seconds added), not a factor or a machine parameter."""
+        target = self.overhead
+        return target is not None and target[1][0] in ADDITIVE_TERMS
 
     @property
     def overhead(self) -> tuple[str, tuple[str, ...]] | None:
@@ -99,15 +119,21 @@ def overhead_target(name: str) -> tuple[str, tuple[str, ...]] | None:
 def make_param(name: str, profile: MachineProfile, bounds: tuple[float, float] | None = None) -> Param:
     """A :class:`Param` from its name, checked; default bounds around the profile's value.
 
-    An overhead is a factor on top of the profile's own ``[overheads]`` (they
-    multiply), so it starts at 1 whatever the profile has.
+    An overhead factor is a factor on top of the profile's own ``[overheads]``
+    (they multiply), so it starts at 1 whatever the profile has; an additive
+    overhead is added to the profile's own, so it starts at 0.
     """
     if name.startswith("overheads."):
         strategy, _, term = name[len("overheads.") :].rpartition(".")
         if strategy not in STRATEGIES:
             raise InputError(f"--fit {name}: unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+        if term in ADDITIVE_TERMS:
+            lo, hi = bounds or ADDITIVE_BOUNDS[term]
+            if not 0 <= lo < hi or not math.isfinite(hi):
+                raise InputError(f"--fit {name}: bounds must be 0 <= LO < HI seconds, got {lo:g}:{hi:g}")
+            return Param(name, float(lo), float(hi), 0.0, ADDITIVE_FLOOR[term])
         if term not in OVERHEAD_TERMS and term not in TIES:
-            known = ", ".join((*OVERHEAD_TERMS, *TIES))
+            known = ", ".join((*OVERHEAD_TERMS, *TIES, *ADDITIVE_TERMS))
             raise InputError(f"--fit {name}: unknown term '{term}' (known: {known})")
         start = 1.0  # on top of the profile's own overheads, which stay as they are
         lo, hi = bounds or OVERHEAD_BOUNDS
@@ -165,16 +191,21 @@ def parse_fit(items: str | Sequence[str], profile: MachineProfile) -> list[Param
 def default_candidates(meas: Measurements, profile: MachineProfile) -> list[Param]:
     """The default parameters in priority order (see :func:`select_identifiable`).
 
-    First, per strategy measured, ``overheads.<s>.all`` (how much slower the
-    implementation is overall, the one factor any run identifies), then
-    ``compute`` and ``comm`` (the split between them); then the inter-node
-    bandwidth and latency, shared by every strategy; last, each communication
-    term on its own. Overheads come before the network because they stay with
-    the strategy whose runs fitted them, where a fitted network parameter
-    moves every strategy's predictions.
+    Per strategy measured: first ``overheads.<s>.per_sample_s``, an additive
+    cost per sample that does not depend on the model (what the hybrid runs
+    on the public ABCI file show, docs/trust.md), so that it, not a factor on
+    the model's own terms, explains a strategy's excess time when the runs
+    cannot tell the two apart (runs of one model): it is the one that carries
+    to other models. Then ``overheads.<s>.all`` (how much slower the
+    implementation is overall), ``compute`` and ``comm`` (the split between
+    them) and ``per_iter_s`` (a fixed cost per iteration). Then the
+    inter-node bandwidth and latency, shared by every strategy; last, each
+    communication term on its own. Overheads come before the network because
+    they stay with the strategy whose runs fitted them, where a fitted
+    network parameter moves every strategy's predictions.
     """
     present = [s for s in STRATEGIES if any(r.strategy == s for r in meas.runs)]
-    names = [f"overheads.{s}.{t}" for t in ("all", "compute", "comm") for s in present]
+    names = [f"overheads.{s}.{t}" for t in CANDIDATE_TERMS for s in present]
     names += ["inter_bandwidth_Bps", "inter_alpha_s"]
     names += [f"overheads.{s}.{t}" for s in present for t in COMM_TERMS]
     return [make_param(n, profile) for n in names]
@@ -183,8 +214,10 @@ def default_candidates(meas: Measurements, profile: MachineProfile) -> list[Para
 class Problem:
     """Measured runs on one machine, a list of parameters, and the jitted pieces of the fit.
 
-    :meth:`log_pred` maps the natural logs of the parameter values to the
-    log iteration time of every run; ``loss_and_grad(logv, weights, log_meas)`` gives
+    Parameters are handled in the coordinates ``logv = log(value + floor)``
+    (the natural log of the value, except for an additive overhead, whose
+    floor lets it reach 0; see :class:`Param`). :meth:`log_pred` maps them to
+    the log iteration time of every run; ``loss_and_grad(logv, weights, log_meas)`` gives
     the weighted mean squared log error and its gradient (:func:`jax.value_and_grad`);
     :meth:`jacobian` the ``[runs, params]`` sensitivities (:func:`jax.jacfwd`).
     Two compilations in all, whatever the weights and measured times
@@ -196,9 +229,10 @@ class Problem:
         self.profile = profile
         self.params = tuple(params)
         self.log_meas = np.log([r.iter_time_s for r in meas.runs])
-        self.log_start = np.log([p.start for p in self.params])
-        self.log_lo = np.log([p.lo for p in self.params])
-        self.log_hi = np.log([p.hi for p in self.params])
+        self.floor = np.asarray([p.floor for p in self.params], np.float64)
+        self.log_start = np.log([p.start + p.floor for p in self.params])
+        self.log_lo = np.log([p.lo + p.floor for p in self.params])
+        self.log_hi = np.log([p.hi + p.floor for p in self.params])
         self._groups = groups(meas)
         for g in self._groups:
             if g.profile is not profile:
@@ -221,7 +255,7 @@ class Problem:
         return np.asarray(self._pred_and_jac(jnp.asarray(logv, jnp.float64))[0])
 
     def _log_pred(self, logv):
-        values = jnp.exp(logv)
+        values = jnp.exp(logv) - self.floor
         machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), self.profile.pytree())
         if self.profile.overrides:
             machine = with_params(
@@ -232,12 +266,8 @@ class Problem:
             machine = with_params(machine, **scalars)
         overheads: dict[str, dict] = {s: dict(t) for s, t in self.profile.overheads.items()}
         for i, p in enumerate(self.params):
-            target = p.overhead
-            if target is not None:
-                strategy, terms = target
-                table = overheads.setdefault(strategy, {})
-                for term in terms:
-                    table[term] = table.get(term, 1.0) * values[i]
+            if p.overhead is not None:
+                add_overhead(overheads, p.name, values[i])
         out = jnp.zeros(len(self.meas.runs), jnp.float64)
         for g in self._groups:
             f = point_fn(g.strategy, (), overheads=overheads)
@@ -247,7 +277,25 @@ class Problem:
         return out
 
     def values(self, logv) -> dict[str, float]:
-        return {p.name: float(math.exp(v)) for p, v in zip(self.params, logv, strict=True)}
+        """Parameter values from their coordinates (an additive overhead is never below 0)."""
+        return {
+            p.name: max(float(math.exp(v)) - p.floor, 0.0) if p.floor else float(math.exp(v))
+            for p, v in zip(self.params, logv, strict=True)
+        }
+
+
+def add_overhead(overheads: dict[str, dict], name: str, value) -> None:
+    """Put the overhead ``name`` (``overheads.<strategy>.<term>``) into a ``strategy -> {term: value}``
+    table, on top of what it holds: factors multiply, additive seconds add."""
+    target = overhead_target(name)
+    assert target is not None
+    strategy, terms = target
+    table = overheads.setdefault(strategy, {})
+    for term in terms:
+        if term in ADDITIVE_TERMS:
+            table[term] = table.get(term, 0.0) + value
+        else:
+            table[term] = table.get(term, 1.0) * value
 
 
 # ------------------------------------------------------------------------------------------- L-BFGS
@@ -333,7 +381,8 @@ def lbfgs(
 
 @dataclass(frozen=True)
 class Fit:
-    """A fit: log values of every parameter (fixed ones at their start), loss, and how it ended."""
+    """A fit: coordinates ``log(value + floor)`` of every parameter (fixed ones at their start), loss,
+    and how it ended (:meth:`Problem.values` gives the values)."""
 
     logv: np.ndarray
     free: np.ndarray  # bool per parameter
@@ -427,7 +476,9 @@ class Selection:
     reasons: dict[str, str]  # dropped name -> reason
 
 
-def select_identifiable(problem: Problem, rows: np.ndarray | None = None) -> Selection:
+def select_identifiable(
+    problem: Problem, rows: np.ndarray | None = None, exclude: np.ndarray | None = None
+) -> Selection:
     """Greedy pivoted choice of candidates the runs in ``rows`` can identify.
 
     With ``J`` the Jacobian of the runs' log times with respect to the log
@@ -435,7 +486,8 @@ def select_identifiable(problem: Problem, rows: np.ndarray | None = None) -> Sel
     order, when it moves some run's log time by at least
     :data:`MIN_SENSITIVITY` per unit, and at least :data:`MIN_INDEPENDENCE`
     of its column's norm lies outside the span of the columns already kept; at
-    most as many as there are runs.
+    most as many as there are runs. ``exclude`` marks candidates not to
+    consider (additive overheads a fit put at 0, see :func:`fit_default`).
     """
     jac = np.asarray(problem.jacobian(problem.log_start))
     if rows is not None:
@@ -445,7 +497,10 @@ def select_identifiable(problem: Problem, rows: np.ndarray | None = None) -> Sel
     basis = np.zeros((jac.shape[0], 0))
     for j, p in enumerate(problem.params):
         col = jac[:, j]
-        if np.max(np.abs(col), initial=0.0) < MIN_SENSITIVITY:
+        if exclude is not None and exclude[j]:
+            reasons[p.name] = "fitted to 0 (an additive overhead these runs do not need)"
+            continue
+        if np.max(np.abs(sensitivity(problem, j, col)), initial=0.0) < MIN_SENSITIVITY:
             reasons[p.name] = "too little effect on these runs"
             continue
         rest = col - basis @ (basis.T @ col)
@@ -458,6 +513,45 @@ def select_identifiable(problem: Problem, rows: np.ndarray | None = None) -> Sel
         keep[j] = True
         basis = np.column_stack([basis, rest / np.linalg.norm(rest)])
     return Selection(keep, reasons)
+
+
+def sensitivity(problem: Problem, j: int, col: np.ndarray) -> np.ndarray:
+    """What :func:`select_identifiable` tests against :data:`MIN_SENSITIVITY`, per run.
+
+    ``col`` is parameter ``j``'s column of the Jacobian at the start. For a
+    factor or a machine parameter, the column itself. An additive overhead
+    starts at 0, where it moves nothing, and its share of a run's time grows
+    with its value: its test is its effect per e-fold at the top of its
+    bounds, ``hi x_i / (t_i + hi x_i)`` with ``x_i = dt_i / dv`` (from the
+    column: ``x_i / t_i = col_i / (start + floor)``).
+    """
+    p = problem.params[j]
+    if not p.additive:
+        return col
+    share = p.hi * np.abs(col) / (p.start + p.floor)
+    return share / (1.0 + share)
+
+
+def fit_default(problem: Problem, rows: np.ndarray | None = None) -> tuple[Selection, Fit]:
+    """The default procedure on the runs in ``rows`` (all by default): select, fit, and repeat
+    without the additive overheads the fit put at 0.
+
+    An additive overhead can only add time; where the runs do not need it the
+    fit leaves it at its lower bound of 0, where it still holds the place of a
+    parameter the selection found not separable from it (a factor on the same
+    runs). Such overheads are dropped and the selection and fit repeated,
+    until none is at 0 (at most once per additive candidate).
+    """
+    weights = None if rows is None else np.asarray(rows, np.float64)
+    exclude = np.zeros(len(problem.params), bool)
+    while True:
+        selection = select_identifiable(problem, rows, exclude)
+        result = fit(problem, selection.keep, weights)
+        pos = (result.logv - problem.log_lo) / (problem.log_hi - problem.log_lo)
+        idle = np.array([p.additive and p.lo == 0 for p in problem.params]) & result.free & (pos < 1e-3)
+        if not idle.any():
+            return selection, result
+        exclude |= idle
 
 
 # ---------------------------------------------------------------------------------- cross-validation
@@ -499,10 +593,13 @@ def cross_validate(problem: Problem, folds: list[np.ndarray], default: bool) -> 
         train = ~test
         if not train.any():
             continue
-        free = select_identifiable(problem, train).keep if default else np.any(jac[train] != 0, axis=0)
-        if free.sum() > train.sum():
-            continue
-        f = fit(problem, free, train.astype(np.float64))
+        if default:
+            f = fit_default(problem, train)[1]
+        else:
+            free = np.any(jac[train] != 0, axis=0)
+            if free.sum() > train.sum():
+                continue
+            f = fit(problem, free, train.astype(np.float64))
         pred = np.exp(np.asarray(problem.log_pred(f.logv)))
         out[test] = pred[test]
     return out
@@ -554,20 +651,13 @@ def calibrate(
     problem = Problem(meas, profile, params if params is not None else default_candidates(meas, profile))
     selection = None
     if default:
-        selection = select_identifiable(problem)
-        free = selection.keep
+        selection, result = fit_default(problem)
     else:
-        free = np.ones(len(problem.params), bool)
         jac = np.asarray(problem.jacobian(problem.log_start))
         for p, col in zip(problem.params, jac.T, strict=True):
             if not np.any(col != 0):
                 raise InputError(f"--fit {p.name}: affects none of the {n} measured runs")
-    if free.sum() > n:
-        raise InputError(
-            f"{int(free.sum())} parameters to fit but only {n} measured runs: fit fewer parameters "
-            "or measure more runs"
-        )
-    result = fit(problem, free)
+        result = fit(problem)
     uncal = np.exp(problem.log_pred(problem.log_start))  # every parameter at the profile's value
     train = np.exp(np.asarray(problem.log_pred(result.logv)))
     cv_s = None if folds is None else cross_validate(problem, folds, default)
@@ -607,14 +697,10 @@ def fitted_profile(
     overheads = {s: dict(t) for s, t in base.overheads.items()}
     scalars = {}
     for key, value in fitted.items():
-        target = overhead_target(key)
-        if target is None:
+        if overhead_target(key) is None:
             scalars[key] = value
-            continue
-        strategy, terms = target
-        table = overheads.setdefault(strategy, {})
-        for term in terms:
-            table[term] = table.get(term, 1.0) * value
+        else:
+            add_overhead(overheads, key, value)
     if transfer:
         for pure, hybrid in transferred(base, fitted).items():
             overheads[pure] = dict(overheads[hybrid])

@@ -145,7 +145,8 @@ def _base_comments(profile) -> list[str]:
     multiple=True,
     metavar="PARAMS",
     help="NAME[=LO:HI],...: machine parameters (inter_bandwidth_Bps, efficiency, ...) and "
-    "overheads.<strategy>.<compute|allreduce|allgather|halo|p2p|comm|all>. "
+    "overheads.<strategy>.<compute|allreduce|allgather|halo|p2p|comm|all> (factors) and "
+    "overheads.<strategy>.<per_iter_s|per_sample_s> (additive seconds). "
     "Default: the overheads these runs can identify.",
 )
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the calibrated machine .toml.")
@@ -166,7 +167,8 @@ def _base_comments(profile) -> list[str]:
 @_strict
 @handle_errors
 def calibrate(csv_path, machine_spec, fit_items, out, name, cv, transfer, sets, strict) -> None:
-    """Fit machine parameters and per-strategy overheads to measured iteration times.
+    """Fit machine parameters and per-strategy overheads (factors and additive seconds) to measured
+    iteration times.
 
     Minimises the mean squared log error of iteration time by L-BFGS, with
     gradients from jax.grad through the sweep kernels, in float64. Prints
@@ -208,10 +210,11 @@ def calibrate(csv_path, machine_spec, fit_items, out, name, cv, transfer, sets, 
 
     click.echo(f"calibrating '{profile.name}' on {len(meas.runs)} runs of {csv_path}")
     click.echo(f"{'parameter':<36} {'start':>11} {'fitted':>11} {'bounds':>21}")
+    values = problem.values(result.logv)
     for i, p in enumerate(problem.params):
         if not result.free[i]:
             continue
-        value = float(np.exp(result.logv[i]))
+        value = values[p.name]
         edge = "  at a bound" if result.at_bound[i] else ""
         click.echo(f"{p.name:<36} {p.start:>11.4g} {value:>11.4g} {f'[{p.lo:.3g}, {p.hi:.3g}]':>21}{edge}")
     if cal.selection is not None:
@@ -222,7 +225,7 @@ def calibrate(csv_path, machine_spec, fit_items, out, name, cv, transfer, sets, 
             click.echo(f"not fitted, {reason}: {', '.join(names)}")
     fitted = cal.profile(name, transfer)
     if fitted.overheads:
-        click.echo("overheads, factor per term:")
+        click.echo("overheads per term (factors; per_iter_s and per_sample_s in seconds):")
         for strategy, terms in fitted.overheads.items():
             cells = "  ".join(f"{t} {v:.4g}" for t, v in terms.items())
             click.echo(f"  {strategy:<13} {cells}")

@@ -68,10 +68,11 @@ def point_fn(
 
     ``values`` is a tuple of the swept machine parameters, in the order of
     ``swept``, applied with :func:`kernels.with_params`. ``overheads`` is a
-    profile's ``strategy -> {term: factor}`` table (:attr:`MachineProfile.overheads`);
-    the entry of ``strategy``, if any, scales its terms with
-    :func:`kernels.terms.scale_terms` (factors may be traced arrays: calibration
-    differentiates through them).
+    profile's ``strategy -> {term: value}`` table (:attr:`MachineProfile.overheads`):
+    factors on ``compute``, ``allreduce``, ``allgather``, ``halo``, ``p2p`` and
+    additive seconds ``per_iter_s``, ``per_sample_s``. The entry of ``strategy``,
+    if any, is applied with :func:`kernels.terms.scale_terms` (values may be
+    traced arrays: calibration differentiates through them).
     """
     kernel = STRATEGIES[strategy]
     factors = dict((overheads or {}).get(strategy, {}))

@@ -17,7 +17,7 @@ import numpy as np
 
 import grids
 from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine
-from kernels.terms import OVERHEAD_TERMS
+from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.models import read_toml
 
@@ -95,7 +95,8 @@ class MachineProfile:
     source: str = ""
     sources: tuple[str, ...] = ()
     overrides: dict[str, float] = field(default_factory=dict)
-    #: strategy -> term (compute, allreduce, allgather, halo, p2p) -> multiplicative factor
+    #: strategy -> term (compute, allreduce, allgather, halo, p2p) -> multiplicative factor,
+    #: and per_iter_s, per_sample_s -> additive seconds (:func:`kernels.terms.scale_terms`)
     overheads: dict[str, dict[str, float]] = field(default_factory=dict)
     #: machine whose measured per-sample times apply here, and its gpu_flops * efficiency
     measured_as: str = ""
@@ -266,20 +267,25 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
     )
 
 
-def check_overhead(value, origin: str, key: str) -> float:
-    """A multiplicative overhead: a finite number > 0."""
+def check_overhead(value, origin: str, key: str, additive: bool = False) -> float:
+    """An overhead: a finite number, > 0 for a factor, >= 0 for an additive term (seconds)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
-    if value <= 0:
+    if additive and value < 0:
+        raise InputError(f"must be >= 0 seconds, got {value:g}", where(origin, key=key))
+    if not additive and value <= 0:
         raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
     return float(value)
 
 
 def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
     """``[overheads.<strategy>]`` tables: ``compute``, ``allreduce``, ``allgather``, ``halo``,
-    ``p2p`` factors > 0 on that strategy's terms (:func:`kernels.terms.scale_terms`)."""
+    ``p2p`` factors > 0 on that strategy's terms, and ``per_iter_s``, ``per_sample_s``
+    additive seconds >= 0 (per iteration, per sample of ``b`` per iteration), applied by
+    :func:`kernels.terms.scale_terms`."""
     if not isinstance(table, dict):
         raise InputError("must be a table of [overheads.<strategy>] tables", where(origin, key="overheads"))
+    known = (*OVERHEAD_TERMS, *ADDITIVE_TERMS)
     out: dict[str, dict[str, float]] = {}
     for strategy, terms in table.items():
         key = f"overheads.{strategy}"
@@ -287,15 +293,17 @@ def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
             raise InputError(f"unknown strategy (known: {', '.join(STRATEGIES)})", where(origin, key=key))
         if not isinstance(terms, dict):
             raise InputError(
-                f"must be a table of {', '.join(OVERHEAD_TERMS)} = factor", where(origin, key=key)
+                f"must be a table of {', '.join(OVERHEAD_TERMS)} = factor and "
+                f"{', '.join(ADDITIVE_TERMS)} = seconds",
+                where(origin, key=key),
             )
         out[strategy] = {}
         for term, value in terms.items():
-            if term not in OVERHEAD_TERMS:
+            if term not in known:
                 raise InputError(
-                    f"unknown term (known: {', '.join(OVERHEAD_TERMS)})", where(origin, key=f"{key}.{term}")
+                    f"unknown term (known: {', '.join(known)})", where(origin, key=f"{key}.{term}")
                 )
-            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}")
+            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}", term in ADDITIVE_TERMS)
     return out
 
 

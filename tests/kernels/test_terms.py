@@ -1,4 +1,4 @@
-"""``kernels.terms.scale_terms``: multiplicative overheads on a strategy's terms (calibration)."""
+"""``kernels.terms.scale_terms``: multiplicative and additive overheads on a strategy's terms (calibration)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 import kernels
-from kernels.terms import OVERHEAD_TERMS, derive, scale_terms
+from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS, derive, scale_terms
 from tests.helpers import config, small_machine_of, small_net_of
 
 COLUMN = {
@@ -28,6 +28,7 @@ def cost() -> kernels.Cost:
 def test_factors_of_one_change_nothing(cost):
     assert scale_terms(cost) == cost
     assert scale_terms(cost, **dict.fromkeys(OVERHEAD_TERMS, 1.0)) == cost
+    assert scale_terms(cost, **dict.fromkeys(ADDITIVE_TERMS, 0.0)) == cost
 
 
 @pytest.mark.parametrize("term", OVERHEAD_TERMS)
@@ -56,3 +57,26 @@ def test_traceable_and_differentiable(cost):
 
     grad = jax.jit(jax.grad(t_epoch))(0.0)
     assert float(grad) == pytest.approx(float(cost.t_halo_s), rel=1e-12)
+
+
+def test_additive_overheads_add_to_compute_per_iteration(cost):
+    """``T'_comp = o_comp T_comp + I (per_iter_s + per_sample_s b)``; nothing else moves."""
+    its, b = float(cost.iterations), float(cost.b)
+    assert its > 1 and b == 8  # b: samples per data-parallel replica (per group of p2 GPUs)
+    scaled = scale_terms(cost, compute=2.0, halo=3.0, per_iter_s=0.01, per_sample_s=1e-3)
+    want = 2.0 * float(cost.t_comp_s) + its * (0.01 + 1e-3 * b)  # the factor does not scale the addition
+    assert float(scaled.t_comp_s) == pytest.approx(want, rel=1e-14)
+    assert float(scaled.t_halo_s) == pytest.approx(3.0 * float(cost.t_halo_s), rel=1e-14)
+    for column in ("t_allreduce_s", "t_allgather_s", "t_p2p_s"):
+        assert float(getattr(scaled, column)) == float(getattr(cost, column))
+    per_iter = derive(scale_terms(cost, per_iter_s=0.25)).t_iter_s - derive(cost).t_iter_s
+    assert float(per_iter) == pytest.approx(0.25, rel=1e-9)
+
+
+def test_additive_overheads_are_differentiable(cost):
+    def t_epoch(per_sample_s, per_iter_s):
+        return derive(scale_terms(cost, per_sample_s=per_sample_s, per_iter_s=per_iter_s)).t_epoch_s
+
+    d_sample, d_iter = jax.jit(jax.grad(t_epoch, argnums=(0, 1)))(0.0, 0.0)  # at 0: a traced 0 still counts
+    assert float(d_sample) == pytest.approx(float(cost.iterations * cost.b), rel=1e-12)
+    assert float(d_iter) == pytest.approx(float(cost.iterations), rel=1e-12)

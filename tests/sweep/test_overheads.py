@@ -44,6 +44,12 @@ def test_overheads_and_measured_tables_are_read_and_described():
         ("[overheads.tensor]\ncompute = 2\n", "key 'overheads.tensor': unknown strategy"),
         ("[overheads.data]\ndisk = 2\n", "key 'overheads.data.disk': unknown term"),
         ("[overheads.data]\ncompute = 0\n", "key 'overheads.data.compute': must be > 0"),
+        ("[overheads.data]\nper_iter_s = -0.1\n", "key 'overheads.data.per_iter_s': must be >= 0 seconds"),
+        ('[overheads.data]\nper_sample_s = "1ms"\n', "key 'overheads.data.per_sample_s': must be a number"),
+        (
+            "[overheads.data]\nper_epoch_s = 1\n",
+            "unknown term (known: compute, allreduce, allgather, halo, p2p, per_iter_s, per_sample_s)",
+        ),
         ("[overheads.data]\ncompute = -1.5\n", "must be > 0"),
         ('[overheads.data]\ncompute = "x"\n', "must be a number"),
         ("[overheads]\ndata = 3\n", "key 'overheads.data': must be a table of compute, allreduce"),
@@ -78,6 +84,29 @@ def test_overrides_and_fitted_values_are_written_in():
     baked = parse_machine(tomllib.loads(to_toml(profile)), "x")
     assert baked.overrides == {} and baked.params["wu_passes"] == 0
     assert baked.inter_alpha_s == pytest.approx((1e-5, 1e-5 + 0.18e-6, 1e-5 + 0.67e-6), rel=1e-12)
+
+
+def test_additive_overheads_are_read_and_round_trip():
+    doc = with_tables('[overheads."data+spatial"]\ncompute = 0.25\nper_sample_s = 4.45e-3\nper_iter_s = 0\n')
+    profile = parse_machine(doc, "m.toml")
+    assert profile.overheads == {
+        "data+spatial": {"compute": 0.25, "per_sample_s": 4.45e-3, "per_iter_s": 0.0}
+    }
+    again = parse_machine(tomllib.loads(to_toml(profile)), "m.toml")
+    assert again.overheads == profile.overheads
+
+
+def test_point_fn_applies_additive_overheads(small_net, small_machine):
+    cfg = config(4, 8, p2=2)
+    plain = jax.jit(point_fn("data+spatial", ()))(small_net, small_machine, cfg, ())
+    table = {"data+spatial": {"per_iter_s": 0.5, "per_sample_s": 0.01}}
+    added = jax.jit(point_fn("data+spatial", (), overheads=table))(small_net, small_machine, cfg, ())
+    its = float(plain[0].iterations)
+    assert float(added[0].t_comp_s) == pytest.approx(
+        float(plain[0].t_comp_s) + its * (0.5 + 0.01 * 8), rel=1e-12
+    )
+    assert float(added[1].t_iter_s) == pytest.approx(float(plain[1].t_iter_s) + 0.58, rel=1e-12)
+    assert float(added[0].t_allreduce_s) == float(plain[0].t_allreduce_s)
 
 
 def test_point_fn_applies_the_overheads_of_its_strategy(small_net, small_machine):
@@ -142,3 +171,30 @@ def test_measured_per_sample_time_applies_on_its_machine_only():
     abci = load_machine("abci")
     abci_rate = abci.params["gpu_flops"] * abci.params["efficiency"]
     assert per_sample_compute_s(measured, "abci") == pytest.approx(flops / abci_rate, rel=1e-9)
+
+
+def test_sweep_run_applies_additive_overheads(tmp_path, monkeypatch):
+    """The engine evaluates a calibrated profile's additive overheads as ``estimate`` does."""
+    import pyarrow.dataset as ds
+    from click.testing import CliRunner
+
+    from sweep.cli import cli
+
+    monkeypatch.setenv("SWEEP_JAX_CACHE", "")
+    text = ABCI_TEXT.replace('name = "abci"', 'name = "abci-add"')
+    text += '\n[measured]\nmachine = "abci"\nrate_flops = 7.8e12\n'
+    text += '[overheads."data+spatial"]\ncompute = 0.5\nper_iter_s = 0.125\nper_sample_s = 4e-3\n'
+    (tmp_path / "add.toml").write_text(text)
+    (tmp_path / "spec.toml").write_text(
+        'name = "add"\nmodel = "alexnet"\nmachine = "add.toml"\nstrategies = ["data+spatial"]\n'
+        "[axes]\np = [8, 64]\nb = [32, 512]\np2 = [4]\n"
+    )
+    result = CliRunner().invoke(cli, ["run", str(tmp_path / "spec.toml"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = ds.dataset(tmp_path / "out", format="parquet").to_table().to_pylist()
+    assert len(rows) == 4
+    plain = Bound.of(load_model("alexnet"), load_machine("abci"))
+    for row in rows:
+        want = estimate(plain, "data+spatial", row["p"], row["b"], 4)
+        added = 0.5 * want["t_comp_s"] + want["iterations"] * (0.125 + 4e-3 * row["b"])
+        assert row["t_comp_s"] == pytest.approx(added, rel=1e-5)  # float32 sweep
