@@ -125,6 +125,8 @@ def estimate(
             raise InputError(f"--{name} must be >= 1, got {value}")
     profile = bound.profile
     p2 = default_p2(profile) if p2 is None else p2
+    if strategy in HYBRIDS and p % p2:
+        raise InputError(f"--p2 {p2} must divide --p {p}: {strategy} runs p/p2 groups of p2 GPUs")
     S = p if S is None else S
     overrides = dict(profile.overrides)
     names = tuple(overrides)

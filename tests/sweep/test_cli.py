@@ -448,24 +448,15 @@ def test_run_bad_options_are_one_line_exit_2(runner, tmp_path, option, needle):
     assert not out.exists() or not any(out.iterdir()), "nothing is written for bad options"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: sweep/evaluate.py estimate accepts a hybrid p2 that does not divide p and reports "
-    "fractional replicas (p1 = 1.5, B = 48 for p = 6, p2 = 4) instead of rejecting it (exit 2) or "
-    "reporting an infeasible row with whole-number columns",
-)
 def test_estimate_hybrid_p2_not_dividing_p(runner):
     args = ("estimate", "--model", "resnet50", "--machine", "abci", "--strategy", "data+filter")
     result = invoke(runner, *args, "--p", "6", "--b", "8", "--p2", "4", "--json")
-    if result.exit_code == 2:
-        assert_one_line_error(result, "p2")
-        return
-    assert result.exit_code == 0, result.output
-    row = json.loads(result.stdout)
-    assert row["feasible"] is False
-    for name in ("p", "p1", "p2", "B"):
-        assert isinstance(row[name], int), (name, row[name])
-    assert row["B"] == row["b"] * row["p1"]
+    assert result.exit_code == 2
+    assert_one_line_error(result, "p2")
+    # the default p2 (gpus_per_node = 4 on abci) must divide p as well
+    result = invoke(runner, *args, "--p", "2", "--b", "8", "--json")
+    assert result.exit_code == 2
+    assert_one_line_error(result, "p2")
 
 
 def test_plan_resolves_relative_paths_against_the_spec_folder(runner, tmp_path, monkeypatch):
