@@ -358,4 +358,4 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-from sweep import cli_trust  # noqa: E402,F401
+from sweep import cli_query, cli_trust  # noqa: E402,F401
