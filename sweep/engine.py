@@ -166,9 +166,14 @@ def _pareto_mask_2d(o1, o2, ok):
 
 
 def _floor_div(a, d):
-    """``floor(a / d)`` for whole numbers below 2**24 held as floats, exact (one correction step)."""
+    """``floor(a / d)`` for whole numbers below 2**24 held as floats, exact.
+
+    XLA may compute ``a / d`` as ``a * (1/d)``, which can land one ulp either
+    side of a whole quotient (97 * (1/97) < 1), so correct in both directions.
+    """
     q = jnp.floor(a / d)
-    return jnp.where(q * d > a, q - 1, q)
+    q = jnp.where(q * d > a, q - 1, q)
+    return jnp.where((q + 1) * d <= a, q + 1, q)
 
 
 class ChunkOut(NamedTuple):

@@ -717,6 +717,13 @@ def test_device_decoding_beyond_2_31_points():
     _device_digits(job, 16, starts)
 
 
+@pytest.mark.parametrize("n", [97, 193, 49999])
+def test_device_decoding_radices_whose_reciprocal_rounds_down(n):
+    """97 * float32(1/97) < 1: a decode by reciprocal multiply must still give digit 0 of the next p."""
+    job = _job({"p": np.arange(1, 4), "b": np.arange(1, n + 1)}, index=903 + n)
+    _device_digits(job, 64, sorted({0, n - 5, 2 * n - 7, job.size - 64}))
+
+
 def test_decode_info_digits_are_the_start_digits():
     job = _job({"p": np.arange(1, 8), "b": np.arange(1, 12), "S": np.arange(1, 14)}, index=902)
     for start in range(0, job.size, 37):
