@@ -193,7 +193,7 @@ def default_candidates(meas: Measurements, profile: MachineProfile) -> list[Para
 
     Per strategy measured: first ``overheads.<s>.per_sample_s``, an additive
     cost per sample that does not depend on the model (what the hybrid runs
-    on the public ABCI file show, docs/trust.md), so that it, not a factor on
+    on the public ABCI file show, the README's Trust section), so that it, not a factor on
     the model's own terms, explains a strategy's excess time when the runs
     cannot tell the two apart (runs of one model): it is the one that carries
     to other models. Then ``overheads.<s>.all`` (how much slower the

@@ -1,6 +1,6 @@
 """Measured-run files: CSV tables of measured iteration times, read and checked row by row.
 
-One row per measured configuration (format in ``docs/trust.md``)::
+One row per measured configuration (format in ``the README's Trust section``)::
 
     model,strategy,p,b,p2,S,machine,iter_time_s[,iter_time_std_s,t_comp_s,t_comm_s,...]
 
