@@ -106,6 +106,24 @@ def default_p2(profile: MachineProfile) -> int:
     return int(profile.value("gpus_per_node"))
 
 
+def resolve_config(
+    profile: MachineProfile, strategy: str, p: int, b: int, p2: int | None, S: int | None
+) -> tuple[int, int]:
+    """Check one configuration given by a user and fill in the defaults: ``(p2, S)``.
+
+    p2 = gpus_per_node and S = p by default (SPEC section 5); every value must
+    be >= 1 and a hybrid's p2 must divide p. Mistakes are :class:`InputError` s.
+    """
+    check_strategy(strategy)
+    for name, value in (("p", p), ("b", b), ("p2", p2), ("S", S)):
+        if value is not None and value < 1:
+            raise InputError(f"--{name} must be >= 1, got {value}")
+    p2 = default_p2(profile) if p2 is None else p2
+    if strategy in HYBRIDS and p % p2:
+        raise InputError(f"--p2 {p2} must divide --p {p}: {strategy} runs p/p2 groups of p2 GPUs")
+    return p2, p if S is None else S
+
+
 def estimate(
     bound: Bound,
     strategy: str,
@@ -119,15 +137,8 @@ def estimate(
     Evaluated in float64 when JAX's x64 mode is on (the CLI turns it on for
     ``sweep estimate``), else in float32.
     """
-    check_strategy(strategy)
-    for name, value in (("p", p), ("b", b), ("p2", p2), ("S", S)):
-        if value is not None and value < 1:
-            raise InputError(f"--{name} must be >= 1, got {value}")
     profile = bound.profile
-    p2 = default_p2(profile) if p2 is None else p2
-    if strategy in HYBRIDS and p % p2:
-        raise InputError(f"--p2 {p2} must divide --p {p}: {strategy} runs p/p2 groups of p2 GPUs")
-    S = p if S is None else S
+    p2, S = resolve_config(profile, strategy, p, b, p2, S)
     overrides = dict(profile.overrides)
     names = tuple(overrides)
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32

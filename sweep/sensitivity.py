@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, derive, with_params
 from sweep.errors import InputError
-from sweep.evaluate import Bound, check_strategy, default_p2
+from sweep.evaluate import Bound, default_p2, resolve_config
 
 #: Parameters without a derivative, and why.
 SKIPPED = {
@@ -115,13 +115,8 @@ def sensitivity(
 ) -> pa.Table:
     """Elasticities of one configuration: a one-row table (see :func:`sensitivities`)."""
     jax.config.update("jax_enable_x64", True)
-    check_strategy(strategy)
     _check_metric(metric)
-    for name, value in (("p", p), ("b", b), ("p2", p2), ("S", S)):
-        if value is not None and value < 1:
-            raise InputError(f"--{name} must be >= 1, got {value}")
-    p2 = default_p2(bound.profile) if p2 is None else p2
-    S = p if S is None else S
+    p2, S = resolve_config(bound.profile, strategy, p, b, p2, S)
     overrides = dict(bound.profile.overrides)
     names = tuple(overrides)
     g = _compiled(strategy, names, metric, False)
