@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 
-from kernels import SCALAR_PARAMS, STRATEGIES, Config, derive, with_params
+from kernels import SCALAR_PARAMS, STRATEGIES, Config, with_params
 from sweep.errors import InputError
-from sweep.evaluate import Bound, default_p2, resolve_config
+from sweep.evaluate import Bound, default_p2, point_fn, resolve_config
 
 #: Parameters without a derivative, and why.
 SKIPPED = {
@@ -40,6 +40,8 @@ SKIPPED = {
     "nics_per_node": "integer-valued",
     "allreduce_algo": "a choice of algorithm",
 }
+#: A profile's overheads, hashable: ((strategy, ((term, factor), ...)), ...).
+Overheads = tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
 #: Parameters differentiated, in :data:`kernels.SCALAR_PARAMS` order.
 PARAMS: tuple[str, ...] = tuple(k for k in SCALAR_PARAMS if k not in SKIPPED)
 #: Result columns whose elasticity can be asked for.
@@ -48,9 +50,13 @@ METRICS = ("t_epoch_s", "t_iter_s", "t_comp_s", "t_comm_s", "gpu_hours")
 MAX_ROWS = 10_000
 
 
-def _metric_fn(strategy: str, swept: Sequence[str], metric: str):
-    """``f(s, net, machine, cfg, values) -> metric`` with every parameter scaled by ``exp(s_i)``."""
-    kernel = STRATEGIES[strategy]
+def _metric_fn(strategy: str, swept: Sequence[str], metric: str, overheads: Overheads = ()):
+    """``f(s, net, machine, cfg, values) -> metric`` with every parameter scaled by ``exp(s_i)``.
+
+    Evaluated through :func:`sweep.evaluate.point_fn`, so a calibrated
+    profile's overheads count as they do in ``estimate`` and sweeps.
+    """
+    point = point_fn(strategy, (), overheads={k: dict(v) for k, v in overheads} or None)
 
     def f(s, net, machine, cfg, values):
         if swept:
@@ -60,15 +66,20 @@ def _metric_fn(strategy: str, swept: Sequence[str], metric: str):
             for name in PARAMS
         }
         scaled = with_params(machine, **{n: base[n] * jnp.exp(s[i]) for i, n in enumerate(PARAMS)})
-        cost = kernel(net, scaled, cfg)
-        return {**cost._asdict(), **derive(cost)._asdict()}[metric]
+        cost, derived = point(net, scaled, cfg, ())
+        return {**cost._asdict(), **derived._asdict()}[metric]
 
     return f
 
 
-def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s"):
+def frozen_overheads(profile) -> Overheads:
+    """A profile's overheads table as a hashable tuple, for the compile caches."""
+    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in profile.overheads.items()))
+
+
+def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s", overheads: Overheads = ()):
     """``g(net, machine, cfg, values) -> (metric, elasticities[len(PARAMS)], limit)``, jit- and vmap-able."""
-    f = _metric_fn(strategy, swept, metric)
+    f = _metric_fn(strategy, swept, metric, overheads)
     value_and_grad = jax.value_and_grad(f)
 
     def g(net, machine, cfg, values):
@@ -83,9 +94,9 @@ def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s"
 
 
 @functools.cache
-def _compiled(strategy: str, swept: tuple[str, ...], metric: str, batched: bool):
+def _compiled(strategy: str, swept: tuple[str, ...], metric: str, batched: bool, overheads: Overheads = ()):
     """:func:`elasticity_fn` jitted (and vmapped over configurations and values), once per signature."""
-    g = elasticity_fn(strategy, swept, metric)
+    g = elasticity_fn(strategy, swept, metric, overheads)
     return jax.jit(jax.vmap(g, in_axes=(None, None, 0, 0)) if batched else g)
 
 
@@ -119,7 +130,7 @@ def sensitivity(
     p2, S = resolve_config(bound.profile, strategy, p, b, p2, S)
     overrides = dict(bound.profile.overrides)
     names = tuple(overrides)
-    g = _compiled(strategy, names, metric, False)
+    g = _compiled(strategy, names, metric, False, frozen_overheads(bound.profile))
     cfg = Config(*(jnp.asarray(v, jnp.float64) for v in (p, b, p2, S)))
     values = tuple(jnp.asarray(overrides[k], jnp.float64) for k in names)
     machine = _f64(bound.profile.pytree(np.float64))
@@ -234,7 +245,7 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
     fixed = {k: v for k, v in bound.profile.overrides.items() if k not in swept}
     names = (*swept, *fixed)
     values = [col(k, 0) for k in swept] + [np.full(n, v) for v in fixed.values()]
-    g = _compiled(strategy, tuple(names), metric, True)
+    g = _compiled(strategy, tuple(names), metric, True, frozen_overheads(bound.profile))
     size = max(16, 1 << (n - 1).bit_length())  # padded to a power of two: few distinct compiles
 
     def pad(v):

@@ -141,3 +141,21 @@ def test_cli_sensitivity(small, tmp_path):
     assert r.exit_code == 2 and r.stderr.startswith("error: give DIR, or a configuration")
     r = runner.invoke(cli, ["sensitivity", str(small), "--model", "resnet50"])
     assert r.exit_code == 2 and "not both" in r.stderr
+
+
+def test_calibrated_overheads_count_as_in_estimate():
+    """A profile's [overheads] reach the sensitivity metric exactly as they reach estimate."""
+    import dataclasses
+
+    from sweep.evaluate import estimate
+
+    jax.config.update("jax_enable_x64", True)
+    calibrated = dataclasses.replace(
+        load_machine("abci"), overheads={"data": {"compute": 2.0, "allreduce": 3.0, "per_sample_s": 1e-3}}
+    )
+    b = Bound.of(load_model("resnet50"), calibrated)
+    want = estimate(b, "data", 64, 32)["t_epoch_s"]
+    plain = estimate(Bound.of(load_model("resnet50"), load_machine("abci")), "data", 64, 32)["t_epoch_s"]
+    assert want > 2 * plain  # the overheads do change the answer
+    got = sensitivity(b, "data", 64, 32).column("t_epoch_s")[0].as_py()
+    assert got == pytest.approx(want, rel=1e-12)
