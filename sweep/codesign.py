@@ -39,7 +39,17 @@ import numpy as np
 
 from kernels import SCALAR_PARAMS, Config
 from sweep.errors import InputError
-from sweep.evaluate import HYBRIDS, PIPELINE, RESULT_COLUMNS, Bound, check_strategy, point_fn, row_dict
+from sweep.evaluate import (
+    HYBRIDS,
+    PIPELINE,
+    RESULT_COLUMNS,
+    Bound,
+    Overheads,
+    check_strategy,
+    frozen_overheads,
+    point_fn,
+    row_dict,
+)
 
 #: Parameters an inverse question cannot ask about, and why.
 NOT_CONTINUOUS = {
@@ -220,6 +230,11 @@ class _Shape:
     target_metric: str | None  # the target's operator and value are arguments
     names: tuple[str, ...]  # the parameter, then fixed overrides
     log: bool
+    overheads: Overheads = ()  # the profile's calibrated overheads, hashable
+
+    def point(self, strategy: str):
+        """The configuration function, with the profile's overheads as estimate applies them."""
+        return point_fn(strategy, self.names, overheads={k: dict(v) for k, v in self.overheads} or None)
 
     @property
     def all(self) -> tuple[str, ...]:
@@ -231,7 +246,7 @@ def _programs(shape: _Shape):
     """``(pred, bisect, rows)``, jitted once per :class:`_Shape` and reused across questions."""
 
     def grid(strategy, net, machine, fixed, cfgs, valid, thetas, column):
-        f = point_fn(strategy, shape.names)
+        f = shape.point(strategy)
 
         def one(cfg, theta):
             cost, der = f(net, machine, Config(*cfg), (theta, *fixed))
@@ -276,7 +291,7 @@ def _programs(shape: _Shape):
         return jax.lax.fori_loop(0, BISECT_STEPS, body, (lo, hi))
 
     def rows(strategy, net, machine, fixed, cfgs, theta):
-        f = point_fn(strategy, shape.names)
+        f = shape.point(strategy)
         return jax.vmap(lambda cfg: f(net, machine, Config(*cfg), (theta, *fixed)))(cfgs)
 
     return jax.jit(pred), jax.jit(bisect), jax.jit(rows, static_argnums=0)
@@ -294,6 +309,7 @@ class _Problem:
             q.target.metric if q.target else None,
             (q.param, *fixed),
             log,
+            frozen_overheads(bound.profile),
         )
         self.all = self.shape.all
         f64 = functools.partial(jax.tree_util.tree_map, lambda a: jnp.asarray(a, jnp.float64))

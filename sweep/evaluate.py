@@ -106,6 +106,15 @@ def default_p2(profile: MachineProfile) -> int:
     return int(profile.value("gpus_per_node"))
 
 
+#: A profile's overheads, hashable for compile caches: ((strategy, ((term, value), ...)), ...).
+Overheads = tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
+
+
+def frozen_overheads(profile: MachineProfile) -> Overheads:
+    """A profile's overheads table as a hashable tuple, for the compile caches."""
+    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in profile.overheads.items()))
+
+
 def resolve_config(
     profile: MachineProfile, strategy: str, p: int, b: int, p2: int | None, S: int | None
 ) -> tuple[int, int]:

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, with_params
 from sweep.errors import InputError
-from sweep.evaluate import Bound, default_p2, point_fn, resolve_config
+from sweep.evaluate import Bound, Overheads, default_p2, frozen_overheads, point_fn, resolve_config
 
 #: Parameters without a derivative, and why.
 SKIPPED = {
@@ -40,8 +40,6 @@ SKIPPED = {
     "nics_per_node": "integer-valued",
     "allreduce_algo": "a choice of algorithm",
 }
-#: A profile's overheads, hashable: ((strategy, ((term, factor), ...)), ...).
-Overheads = tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
 #: Parameters differentiated, in :data:`kernels.SCALAR_PARAMS` order.
 PARAMS: tuple[str, ...] = tuple(k for k in SCALAR_PARAMS if k not in SKIPPED)
 #: Result columns whose elasticity can be asked for.
@@ -70,11 +68,6 @@ def _metric_fn(strategy: str, swept: Sequence[str], metric: str, overheads: Over
         return {**cost._asdict(), **derived._asdict()}[metric]
 
     return f
-
-
-def frozen_overheads(profile) -> Overheads:
-    """A profile's overheads table as a hashable tuple, for the compile caches."""
-    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in profile.overheads.items()))
 
 
 def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s", overheads: Overheads = ()):

@@ -162,3 +162,21 @@ def test_cli_codesign_json_and_text(bound):
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and len(bad.stderr.splitlines()) == 1
     bad = runner.invoke(cli, [*args[:6], "gpus_per_node", *args[7:]])
     assert bad.exit_code == 2 and "integer-valued" in bad.stderr
+
+
+def test_calibrated_overheads_move_the_threshold_as_estimate_does():
+    """With an allreduce overhead, the threshold is where estimate (which applies it) meets the target."""
+    import dataclasses
+
+    from sweep.evaluate import estimate
+
+    jax.config.update("jax_enable_x64", True)
+    calibrated = dataclasses.replace(load_machine("abci"), overheads={"data": {"allreduce": 2.0}})
+    cal = Bound.of(load_model("resnet50"), calibrated)
+    at_30 = Bound.of(load_model("resnet50"), calibrated.with_overrides({"inter_bandwidth_Bps": 30e9}))
+    want = estimate(at_30, "data", 1024, 32)["t_epoch_s"]
+    assert want > _t(cal, "data", 1024, 32, inter_bandwidth_Bps=30e9)  # the overhead counts
+    q = Question(
+        ("data",), "inter_bandwidth_Bps", 1024, b=(32,), target=parse_target(f"t_epoch_s <= {want!r}")
+    )
+    assert solve(cal, q).threshold == pytest.approx(30e9, rel=1e-9)
