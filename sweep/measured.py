@@ -164,27 +164,26 @@ def read_measurements(
     runs: list[Run] = []
     skipped: list[Skipped] = []
 
+    def load_once(cache: dict[str, object], name: str, load):
+        """``load(name)`` once per name; a failure is remembered as its message and raised as a bad row."""
+        if name not in cache:
+            try:
+                cache[name] = load(name, base=path.parent)
+            except InputError as err:
+                cache[name] = str(err)
+        return cache[name]
+
     def profile_of(name: str) -> MachineProfile:
         if machine is not None:
             return machine
-        if name not in profiles:
-            try:
-                profiles[name] = load_machine(name, base=path.parent)
-            except InputError as err:
-                profiles[name] = str(err)
-        found = profiles[name]
+        found = load_once(profiles, name, load_machine)
         if isinstance(found, str):
             raise _Bad(f"machine '{name}': {found}")
         assert isinstance(found, MachineProfile)
         return found
 
     def model_of(name: str):
-        if name not in models:
-            try:
-                models[name] = load_model(name, base=path.parent)
-            except InputError as err:
-                models[name] = str(err)
-        found = models[name]
+        found = load_once(models, name, load_model)
         if isinstance(found, str):
             raise _Bad(found if found.startswith("unknown model") else f"model '{name}': {found}")
         return found
