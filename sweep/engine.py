@@ -24,7 +24,7 @@ contiguous shards of ``sweep run --shard K/N``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -97,11 +97,6 @@ def decode_info(job: Job, start: int, chunk: int) -> np.ndarray:
             ]
         )
     return np.asarray(rows, dtype=np.int32).reshape(len(radices), 5)
-
-
-def chunk_starts(job: Job, chunk: int) -> Iterator[tuple[int, int]]:
-    """(chunk number, start index) over a job."""
-    yield from enumerate(range(0, job.size, chunk))
 
 
 def n_chunks(job: Job, chunk: int) -> int:

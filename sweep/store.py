@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import re
-import sys
 import uuid
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -313,7 +312,3 @@ def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> di
             f"shard {tag} was written by a different spec or options (use --overwrite)", str(folder)
         )
     return manifest
-
-
-def stderr_is_tty() -> bool:
-    return sys.stderr.isatty()
