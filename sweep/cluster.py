@@ -105,9 +105,11 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[task.key] = built
     fn, inputs = built
-    out = fn(*inputs, engine.decode_info(task.job, start, task.chunk), np.int32(n_real))
+    info = engine.decode_info(task.job, start, task.chunk)
+    out = fn(*inputs, info, np.int32(n_real))
     if task.keep.reduces:
-        return engine.survivors(out)
+        again = engine.FullChunk(task.job, task.chunk, dtype, inputs)
+        return engine.survivors(out, again.at(info, n_real))
     table = task.schema.table(*chunk_rows(task.job, out, task.only_feasible))
     writer = store.PartWriter(Path(task.folder), task.schema.arrow(), task.compression)
     writer.write(store.part_name(task.job.index, number, task.tag), table)

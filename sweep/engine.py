@@ -24,7 +24,7 @@ contiguous shards of ``sweep run --shard K/N``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -79,24 +79,49 @@ def numeric_columns(job: Job) -> tuple[str, ...]:
     return (*int_columns(job), *RESULT_COLUMNS)
 
 
+def inner_split(radices: Sequence[int], chunk: int) -> int:
+    """How many leading axes are *outer*; the rest form the chunk's inner box.
+
+    The inner box is the longest suffix of axes with at most ``chunk // 16``
+    points (so evaluating a whole box beyond a chunk's ends wastes at most
+    about 1/8 of the work). Inner axes are vmapped one by one, outer points
+    are decoded from the flat index: see :func:`build_chunk_fn`.
+    """
+    j, box = len(radices), 1
+    while j > 0 and box * radices[j - 1] <= max(chunk // 16, 1):
+        j -= 1
+        box *= radices[j]
+    return j
+
+
 def decode_info(job: Job, start: int, chunk: int) -> np.ndarray:
-    """Per-axis ``[q mod r, m, R, threshold, big]`` for the chunk starting at ``start`` (int32)."""
+    """Where the chunk starting at ``start`` begins, as int32 rows for the device.
+
+    With ``j`` outer axes (:func:`inner_split`) and an inner box of ``T``
+    points, the chunk starts at outer index ``o = start // T``, point
+    ``w = start % T`` of that box. Rows ``0..j-1`` hold, per outer axis,
+    ``[digit of o, m, R, threshold, big]`` for the carry-adding decode; the
+    last row is ``[w, 0, 0, 0, 0]``.
+    """
     radices = [len(v) for v in job.axes.values()]
+    j = inner_split(radices, chunk)
+    outer, w = divmod(start, math.prod(radices[j:]))
     rows = []
-    for j in range(len(radices)):
-        stride = math.prod(radices[j + 1 :])
-        q, m = divmod(start, stride)
+    for i in range(j):
+        stride = math.prod(radices[i + 1 : j])
+        q, m = divmod(outer, stride)
         big = stride > _BIG
         rows.append(
             [
-                q % radices[j],
+                q % radices[i],
                 0 if big else m,
                 1 if big else stride,
                 min(stride - m, _BIG) if big else 0,
                 int(big),
             ]
         )
-    return np.asarray(rows, dtype=np.int32).reshape(len(radices), 5)
+    rows.append([w, 0, 0, 0, 0])
+    return np.asarray(rows, dtype=np.int32).reshape(j + 1, 5)
 
 
 def n_chunks(job: Job, chunk: int) -> int:
@@ -160,6 +185,48 @@ def _pareto_mask_2d(o1, o2, ok):
     return jnp.zeros_like(ok).at[order].set(survive_sorted)
 
 
+#: Buckets of the first objective in the Pareto pre-filter.
+PARETO_BUCKETS = 4096
+#: Candidates left by the pre-filter that are sorted exactly; more sort the whole chunk.
+PARETO_CANDIDATES = 1 << 15
+
+
+def _pareto_2d(o1, o2, ok):
+    """:func:`_pareto_mask_2d` in O(n) for most chunks: a bucket pre-filter, then an exact sort of the few left.
+
+    Rows are put in :data:`PARETO_BUCKETS` buckets by o1 (a monotone map, so a
+    row in an earlier bucket has a strictly smaller o1); a row whose o2 is no
+    smaller than the least o2 of any earlier bucket is dominated and dropped.
+    Rows with a non-finite objective are never dropped by the pre-filter. The
+    survivors (at most :data:`PARETO_CANDIDATES`, else the whole chunk) go
+    through the exact sort, so the result equals :func:`_pareto_mask_2d`.
+    """
+    n = o1.shape[0]
+    inf = jnp.asarray(jnp.inf, o1.dtype)
+    finite = ok & jnp.isfinite(o1) & jnp.isfinite(o2)
+    lo = jnp.min(jnp.where(finite, o1, inf))
+    hi = jnp.max(jnp.where(finite, o1, -inf))
+    scale = jnp.where(hi > lo, (PARETO_BUCKETS - 1) / (hi - lo), 0)
+    bucket = jnp.clip(jnp.floor((jnp.where(finite, o1, lo) - lo) * scale), 0, PARETO_BUCKETS - 1)
+    bucket = bucket.astype(jnp.int32)
+    least = jnp.full((PARETO_BUCKETS,), inf, o2.dtype).at[bucket].min(jnp.where(finite, o2, inf))
+    before = jnp.concatenate([jnp.full((1,), inf, o2.dtype), jax.lax.cummin(least)[:-1]])
+    candidate = ok & ~(finite & (before[bucket] <= o2))
+    n_cand = jnp.sum(candidate)
+    cap = min(PARETO_CANDIDATES, n)
+
+    def few(_):
+        (idx,) = jnp.nonzero(candidate, size=cap, fill_value=n)
+        real = idx < n
+        keep = _pareto_mask_2d(o1[jnp.minimum(idx, n - 1)], o2[jnp.minimum(idx, n - 1)], real)
+        return jnp.zeros_like(ok).at[idx].set(keep, mode="drop")
+
+    def many(_):
+        return _pareto_mask_2d(o1, o2, candidate)
+
+    return jax.lax.cond(n_cand <= cap, few, many, None)
+
+
 def _floor_div(a, d):
     """``floor(a / d)`` for whole numbers below 2**24 held as floats, exact.
 
@@ -174,18 +241,23 @@ def _floor_div(a, d):
 class ChunkOut(NamedTuple):
     """What a chunk returns. Column matrices are ``[columns, rows]`` so each column is contiguous.
 
-    ``ints`` holds the configuration columns and, for swept machine parameters,
-    the axis digit (the host maps it to the exact float64 value); ``floats``
-    the result columns. A reduction also returns its candidates compacted to
-    ``K`` rows (``sel`` their local indices, ``count`` how many are real);
-    when ``count > K`` the host reads the full arrays at ``mask`` instead.
+    The device evaluates whole inner boxes, so arrays span a few more rows
+    than the chunk: ``mask`` marks the rows that are the chunk's (and, for a
+    reduction, candidates), in chunk order; the row at position ``i`` of a
+    device's block is the chunk's point ``i - lead``. ``ints`` holds the
+    configuration columns and, for swept machine parameters, the axis digit
+    (the host maps it to the exact float64 value); ``floats`` the result
+    columns. A reduction returns no full columns, only its candidates
+    compacted to ``K`` rows (``sel`` their chunk offsets, ``count`` how many
+    are real); when ``count > K`` :func:`survivors` re-evaluates the chunk.
     """
 
-    floats: jax.Array
-    ints: jax.Array
-    limit: jax.Array
-    mask: jax.Array
-    # reductions only: candidates compacted to K rows (the full arrays above stay on the device)
+    floats: Any
+    ints: Any
+    limit: Any
+    mask: Any  # arrays, or PartitionSpecs when describing shard_map outputs
+    lead: Any
+    # reductions only: candidates compacted to K rows
     c_floats: Any = None
     c_ints: Any = None
     c_limit: Any = None
@@ -213,36 +285,53 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
     icols = int_columns(job)
     hybrid = "p2" in axis_names
     fixed = dict(job.bound.profile.overrides)
+    radices = [len(v) for v in job.axes.values()]
+    n_outer = inner_split(radices, chunk)
+    box = math.prod(radices[n_outer:])
 
-    def one(net, machine, values, digits):
-        by_name = {name: values[i][digits[i]] for i, name in enumerate(axis_names)}
+    def one(net, machine, at):
+        """Every column of one configuration; ``at`` maps each axis to (value, digit)."""
         if fixed:
             machine = with_params(machine, **{k: jnp.asarray(v, dtype) for k, v in fixed.items()})
-        swept = tuple(by_name[k].astype(dtype) for k in machine_axes)
+        swept = tuple(at[k][0].astype(dtype) for k in machine_axes)
         m_eff = (
             with_params(machine, **dict(zip(machine_axes, swept, strict=True))) if machine_axes else machine
         )
-        p = by_name["p"].astype(dtype) if "p" in by_name else jnp.asarray(1, dtype)
-        b = by_name["b"].astype(dtype)
-        p2 = by_name["p2"].astype(dtype) if "p2" in by_name else m_eff.gpus_per_node.astype(dtype)
-        s = by_name["S"].astype(dtype) if "S" in by_name else p
+        p = at["p"][0].astype(dtype) if "p" in at else jnp.asarray(1, dtype)
+        b = at["b"][0].astype(dtype)
+        p2 = at["p2"][0].astype(dtype) if "p2" in at else m_eff.gpus_per_node.astype(dtype)
+        s = at["S"][0].astype(dtype) if "S" in at else p
         cost, derived = point(net, machine, Config(p, b, p2, s), swept)
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
         # shared subexpressions for every output column (measured 2-4x slower).
         cost, derived = jax.lax.optimization_barrier((cost, derived))
         merged = {**cost._asdict(), **derived._asdict()}
-        floats = jnp.stack([jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS])
-        ints = jnp.stack(
-            [jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_COLUMNS]
-            + [digits[axis_names.index(k)] for k in machine_axes]
+        floats = tuple(jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS)
+        ints = tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_COLUMNS) + tuple(
+            at[k][1] for k in machine_axes
         )
         fits = jnp.ones((), bool)
         if hybrid:
             fits = (p >= p2) & (jnp.round(p / p2) * p2 == p)
         return floats, ints, cost.limit.astype(jnp.int8), fits
 
-    vone = jax.vmap(one, in_axes=(None, None, None, 0))
-    radix = np.asarray([len(v) for v in job.axes.values()], np.float32)[:, None]
+    def nest(net, machine, values, at, i):
+        """Columns over the inner box: one vmap per inner axis, so a term is computed
+        once per value of the axes it depends on (vmap batches only what varies)."""
+        if i == len(axis_names):
+            return one(net, machine, at)
+        name = axis_names[i]
+
+        def inner(value, digit):
+            return nest(net, machine, values, {**at, name: (value, digit)}, i + 1)
+
+        return jax.vmap(inner)(values[i], jnp.arange(radices[i], dtype=jnp.int32))
+
+    def outer_point(net, machine, values, digits):
+        at = {axis_names[i]: (values[i][digits[i]], digits[i]) for i in range(n_outer)}
+        return nest(net, machine, values, at, n_outer)
+
+    radix = np.asarray(radices[:n_outer], np.float32)[:, None]
 
     def column(floats, ints, name):
         if name in RESULT_COLUMNS:
@@ -250,37 +339,60 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         return ints[icols.index(name)].astype(dtype)
 
     def run(net, machine, values, info, n_real, offset, size):
-        """``size`` points at local offsets ``offset + arange(size)`` of the chunk."""
-        # Mixed-radix decode in exact small-integer float arithmetic (vectorises on
-        # CPUs, where integer division does not): digit = (q + carry) mod r.
-        fi = info.astype(jnp.float32)
-        k = offset + jnp.arange(size, dtype=jnp.float32)
+        """``size`` points at local offsets ``offset + arange(size)`` of the chunk.
+
+        The points lie in ``n_box`` consecutive inner boxes from outer index
+        ``o + q``; every point of those boxes is evaluated and the window of
+        ``size`` points cut out.
+        """
+        w = info[n_outer, 0].astype(jnp.float32) + offset  # first point, from the start of box o
+        q = _floor_div(w, jnp.float32(box))
+        window = (w - q * box).astype(jnp.int32)
+        n_box = (size - 1) // box + 2 if box > 1 else size
+        # Mixed-radix decode of the outer indices in exact small-integer float
+        # arithmetic (vectorises on CPUs, where integer division does not):
+        # digit = (q + carry) mod r.
+        fi = info[:n_outer].astype(jnp.float32)
+        k = q + jnp.arange(n_box, dtype=jnp.float32)
         carry = jnp.where(
-            info[:, 4:5] == 1,
+            info[:n_outer, 4:5] == 1,
             (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
             _floor_div(fi[:, 1:2] + k[None, :], fi[:, 2:3]),
         )
         total = fi[:, 0:1] + carry
         digits = (total - radix * _floor_div(total, radix)).astype(jnp.int32)
-        floats, ints, limit, fits = vone(net, machine, values, digits.T)
-        floats, ints = floats.T, ints.T
-        mask = (k < n_real) & fits
-        if keep.kind == "pareto":
-            ok = mask & (limit == 0)
-            cols = [column(floats, ints, c) for c in keep.columns]
-            # two objectives reduce on the device; more are reduced exactly on the host
-            mask = _pareto_mask_2d(cols[0], cols[1], ok) if len(cols) == 2 else ok
-        elif keep.kind == "top":
-            ok = mask & (limit == 0)
-            score = jnp.where(ok, column(floats, ints, keep.columns[0]), jnp.inf)
-            kth = -jax.lax.top_k(-score, min(keep.k, size))[0][-1]
-            mask = ok & (score <= kth)  # every row tied with the k-th; the host breaks ties
+        floats, ints, limit, fits = jax.vmap(outer_point, in_axes=(None, None, None, 0))(
+            net, machine, values, digits.T
+        )
+
+        # Columns over the whole boxes, [column, n_box * box]; the chunk's points are
+        # the window [window, window + size). Reductions never copy the window out.
+        width = n_box * box
+        pos = jnp.arange(width, dtype=jnp.int32) - window  # offset from this device's first point
+        k = offset + pos.astype(jnp.float32)
+        mask = (pos >= 0) & (pos < size) & (k < n_real) & fits.reshape(-1)
+        limit = limit.reshape(-1)
+        lead = window - offset.astype(jnp.int32)  # output position minus chunk offset
         if not keep.reduces:
-            return ChunkOut(floats, ints, limit, mask)
+            stack = lambda cols: jnp.stack([c.reshape(-1) for c in cols])  # noqa: E731
+            return ChunkOut(stack(floats), stack(ints), limit, mask, lead)
+        flat = {name: c.reshape(-1) for name, c in zip(RESULT_COLUMNS, floats, strict=True)}
+        flat.update((name, c.reshape(-1)) for name, c in zip(icols, ints, strict=True))
+        ok = mask & (limit == 0)
+        objective = [flat[c].astype(dtype) for c in keep.columns]
+        if keep.kind == "pareto":
+            # two objectives reduce on the device; more are reduced exactly on the host
+            mask = _pareto_2d(objective[0], objective[1], ok) if len(objective) == 2 else ok
+        else:
+            score = jnp.where(ok, objective[0], jnp.inf)
+            kth = jnp.min(score) if keep.k == 1 else -jax.lax.top_k(-score, min(keep.k, width))[0][-1]
+            mask = ok & (score <= kth)  # every row tied with the k-th; the host breaks ties
         count = jnp.sum(mask).astype(jnp.int32)
         (idx,) = jnp.nonzero(mask, size=compact, fill_value=0)
-        sel = idx.astype(jnp.int32) + offset.astype(jnp.int32)
-        return ChunkOut(floats, ints, limit, mask, floats[:, idx], ints[:, idx], limit[idx], sel, count)
+        gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
+        return ChunkOut(
+            None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count
+        )
 
     n_dev = len(devices) if devices is not None else len(local_devices())
     per = -(-chunk // n_dev)  # points per device; the chunk is padded to n_dev * per
@@ -300,12 +412,14 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
     def part(net, machine, values, info, n_real):
         offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.float32)
         out = run(net, machine, values, info, n_real, offset, per)
+        out = out._replace(lead=out.lead.reshape(1))
         return out if out.count is None else out._replace(count=out.count.reshape(1))
 
     cols, rows = P(None, AXIS), P(AXIS)  # [columns, points] blocks side by side; [points]
-    specs = ChunkOut._make(
-        [cols, cols, rows, rows, *([cols, cols, rows, rows, rows] if keep.reduces else [None] * 5)]
-    )
+    if keep.reduces:
+        specs = ChunkOut(None, None, None, rows, rows, cols, cols, rows, rows, rows)
+    else:
+        specs = ChunkOut(cols, cols, rows, rows, rows)
     sharded = jax.shard_map(part, mesh=mesh, in_specs=P(), out_specs=specs)
 
     def multi(net, machine, values, info, n_real):
@@ -334,28 +448,56 @@ class Survivors(NamedTuple):
     local: np.ndarray
 
 
-def survivors(out: ChunkOut) -> Survivors:
+def positions(out: ChunkOut, where: np.ndarray) -> np.ndarray:
+    """Chunk offsets of output positions ``where`` (device blocks side by side, see :class:`ChunkOut`)."""
+    lead = np.atleast_1d(np.asarray(out.lead)).astype(np.int64)
+    block = np.asarray(out.mask).shape[0] // len(lead)
+    device = where // block
+    return where - device * block - lead[device]
+
+
+def survivors(out: ChunkOut, full: Callable[[], ChunkOut]) -> Survivors:
     """Copy a reducing chunk's candidates to the host, from the compacted blocks when they fit.
 
     One device returns one block and a scalar ``count``; ``N`` devices return
-    ``N`` blocks side by side and ``count[N]``. A device with more candidates
-    than its block (many ties) is read from the full arrays at ``mask``.
+    ``N`` blocks side by side and ``count[N]``. When a device has more
+    candidates than its block (many ties), ``full()`` evaluates the chunk
+    again without reduction and the candidates are read from it at ``mask``.
     """
     counts = np.atleast_1d(np.asarray(out.count))
     width = out.sel.shape[0] // len(counts)
     if (counts > width).any():
-        local = np.flatnonzero(np.asarray(out.mask))
+        where = np.flatnonzero(np.asarray(out.mask))
+        again = full()
         return Survivors(
-            np.asarray(out.ints)[:, local],
-            np.asarray(out.floats)[:, local],
-            np.asarray(out.limit)[local],
-            local,
+            np.asarray(again.ints)[:, where],
+            np.asarray(again.floats)[:, where],
+            np.asarray(again.limit)[where],
+            positions(out, where),
         )
     cols = np.concatenate([d * width + np.arange(c) for d, c in enumerate(counts)]).astype(np.int64)
     sel = np.asarray(out.sel)[cols]
     return Survivors(
         np.asarray(out.c_ints)[:, cols], np.asarray(out.c_floats)[:, cols], np.asarray(out.c_limit)[cols], sel
     )
+
+
+class FullChunk:
+    """Chunks of a job evaluated without reduction, compiled on first use: the fallback of :func:`survivors`."""
+
+    def __init__(self, job: Job, chunk: int, dtype, inputs, devices=None) -> None:
+        self.job, self.chunk, self.dtype, self.inputs, self.devices = job, chunk, dtype, inputs, devices
+        self.fn: Callable | None = None
+
+    def at(self, info: np.ndarray, n_real: int) -> Callable[[], ChunkOut]:
+        """A thunk evaluating the chunk that ``info`` locates, every column kept."""
+
+        def thunk() -> ChunkOut:
+            if self.fn is None:
+                self.fn, _ = build_chunk_fn(self.job, self.chunk, Keep("all"), self.dtype, self.devices)
+            return self.fn(*self.inputs, info, np.int32(n_real))
+
+        return thunk
 
 
 def device_inputs(job: Job, dtype, devices=None):

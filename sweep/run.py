@@ -471,20 +471,23 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
             job = span.job
             fn, _compact = engine.build_chunk_fn(job, opts.chunk, opts.keep, run.dtype)
             net, machine, values = engine.device_inputs(job, run.dtype)
+            again = engine.FullChunk(job, opts.chunk, run.dtype, (net, machine, values))
             pending = None
             for unit in itertools.chain([head], units, [None]):
                 current = None
                 if unit is not None:
                     _span, number, start, n_real = unit
                     info = engine.decode_info(job, start, opts.chunk)
-                    current = (number, start, n_real, fn(net, machine, values, info, np.int32(n_real)))
+                    out = fn(net, machine, values, info, np.int32(n_real))
+                    current = (number, start, n_real, out, info)
                 if pending is not None:
-                    p_number, p_start, p_real, outputs = pending
+                    p_number, p_start, p_real, outputs, p_info = pending
                     if run.reducer is None:
                         rows = chunk_rows(job, outputs, opts.only_feasible)
                         writer.put((run.part_name(job.index, p_number), job.index, p_number, *rows))
                     else:
-                        run.add_survivors(job, p_number, p_start, engine.survivors(outputs))
+                        found = engine.survivors(outputs, again.at(p_info, p_real))
+                        run.add_survivors(job, p_number, p_start, found)
                     run.advance(p_real, progress)
                 pending = current
     except BaseException:
@@ -502,9 +505,11 @@ def chunk_rows(job: Job, out: engine.ChunkOut, only_feasible: bool):
     ints, floats, limit, mask = (np.asarray(a) for a in (out.ints, out.floats, out.limit, out.mask))
     if only_feasible:
         mask = mask & (limit == 0)
-    if not mask.all():
-        sel = np.flatnonzero(mask)
-        ints, floats, limit = ints[:, sel], floats[:, sel], limit[sel]
+    where = np.flatnonzero(mask)
+    sel: slice | np.ndarray = where
+    if len(where) and where[-1] - where[0] + 1 == len(where):  # one contiguous window: views, no copy
+        sel = slice(int(where[0]), int(where[-1]) + 1)
+    ints, floats, limit = ints[:, sel], floats[:, sel], limit[sel]
     return _labels(job), ints, floats, limit
 
 
