@@ -84,10 +84,11 @@ def kernel_section(tmp: Path, chunk: int, reps: int) -> list[tuple[str, float, f
         net, machine, values = engine.device_inputs(job, np.float32)
         info = engine.decode_info(job, 0, chunk)
         n = np.int32(min(chunk, job.size))
+        args = (net, machine, values, info, n, np.int32(0))
         mat, _ = engine.build_chunk_fn(job, chunk, Keep("all"), np.float32)
         fused, _ = engine.build_chunk_fn(job, chunk, Keep("top", ("t_epoch_s",), 1), np.float32)
-        r_mat = median_rate(lambda *a, f=mat: f(*a).floats, (net, machine, values, info, n), chunk, reps)
-        r_fused = median_rate(lambda *a, f=fused: f(*a).count, (net, machine, values, info, n), chunk, reps)
+        r_mat = median_rate(lambda *a, f=mat: f(*a).floats, args, chunk, reps)
+        r_fused = median_rate(lambda *a, f=fused: f(*a).count, args, chunk, reps)
         ref = reference.prepare(job.bound.net, job.bound.profile.pytree())
         configs = [
             (rng.choice([1, 4, 16, 64, 256, 1024]), rng.choice([8, 32, 128]), 4, 8) for _ in range(2000)

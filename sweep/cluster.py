@@ -106,10 +106,9 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
         _BUILT[task.key] = built
     fn, inputs = built
     info = engine.decode_info(task.job, start, task.chunk)
-    out = fn(*inputs, info, np.int32(n_real))
+    out = fn(*inputs, info, np.int32(n_real), np.int32(0))
     if task.keep.reduces:
-        again = engine.FullChunk(task.job, task.chunk, dtype, inputs)
-        return engine.survivors(out, again.at(info, n_real))
+        return engine.survivors(out, engine.Again(task.job, task.chunk, dtype, fn, inputs).at(info, n_real))
     table = task.schema.table(*chunk_rows(task.job, out, task.only_feasible))
     writer = store.PartWriter(Path(task.folder), task.schema.arrow(), task.compression)
     writer.write(store.part_name(task.job.index, number, task.tag), table)

@@ -41,8 +41,10 @@ from sweep.grid import CONFIG_AXES, Job
 _BIG = 1 << 23  # strides above this use the carry-by-threshold form
 #: Largest chunk: offsets and digits stay exact integers in float32 (< 2**24).
 MAX_CHUNK = 1 << 22
-#: Survivors a reducing chunk returns compacted; more fall back to a full copy.
+#: Survivors a reducing chunk returns compacted, a page at a time (see :func:`survivors`).
 COMPACT_ROWS = 4096
+#: A chunk with more candidates than this many pages is evaluated again in full instead.
+PAGES = 4
 #: Name of the mesh axis a chunk is split over when there are several devices.
 AXIS = "d"
 #: Number of traces (compilations) per (job index, strategy), for tests.
@@ -266,7 +268,7 @@ class ChunkOut(NamedTuple):
 
 
 def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
-    """A jitted ``f(net, machine, values, info, n_real) -> ChunkOut`` and its compaction size.
+    """A jitted ``f(net, machine, values, info, n_real, skip) -> ChunkOut`` and its compaction size.
 
     ``mask`` marks the rows to keep: real (not padding), a configuration the
     strategy can take (hybrids skip p2 not dividing p), and, for a ``keep``
@@ -338,7 +340,7 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
             return floats[RESULT_COLUMNS.index(name)]
         return ints[icols.index(name)].astype(dtype)
 
-    def run(net, machine, values, info, n_real, offset, size):
+    def run(net, machine, values, info, n_real, skip, offset, size):
         """``size`` points at local offsets ``offset + arange(size)`` of the chunk.
 
         The points lie in ``n_box`` consecutive inner boxes from outer index
@@ -388,7 +390,9 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
             kth = jnp.min(score) if keep.k == 1 else -jax.lax.top_k(-score, min(keep.k, width))[0][-1]
             mask = ok & (score <= kth)  # every row tied with the k-th; the host breaks ties
         count = jnp.sum(mask).astype(jnp.int32)
-        (idx,) = jnp.nonzero(mask, size=compact, fill_value=0)
+        # one page of candidates: the compaction size of them after the first ``skip``
+        page = mask & (jnp.cumsum(mask.astype(jnp.int32)) > skip)
+        (idx,) = jnp.nonzero(page, size=compact, fill_value=0)
         gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
         return ChunkOut(
             None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count
@@ -401,17 +405,17 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
 
     if n_dev == 1:
 
-        def single(net, machine, values, info, n_real):
+        def single(net, machine, values, info, n_real, skip):
             TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-            return run(net, machine, values, info, n_real, jnp.float32(0), chunk)
+            return run(net, machine, values, info, n_real, skip, jnp.float32(0), chunk)
 
         return jax.jit(single), compact
 
     mesh = device_mesh(devices)
 
-    def part(net, machine, values, info, n_real):
+    def part(net, machine, values, info, n_real, skip):
         offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.float32)
-        out = run(net, machine, values, info, n_real, offset, per)
+        out = run(net, machine, values, info, n_real, skip, offset, per)
         out = out._replace(lead=out.lead.reshape(1))
         return out if out.count is None else out._replace(count=out.count.reshape(1))
 
@@ -422,9 +426,9 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         specs = ChunkOut(cols, cols, rows, rows, rows)
     sharded = jax.shard_map(part, mesh=mesh, in_specs=P(), out_specs=specs)
 
-    def multi(net, machine, values, info, n_real):
+    def multi(net, machine, values, info, n_real, skip):
         TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-        return sharded(net, machine, values, info, n_real)
+        return sharded(net, machine, values, info, n_real, skip)
 
     return jax.jit(multi), compact
 
@@ -456,48 +460,73 @@ def positions(out: ChunkOut, where: np.ndarray) -> np.ndarray:
     return where - device * block - lead[device]
 
 
-def survivors(out: ChunkOut, full: Callable[[], ChunkOut]) -> Survivors:
-    """Copy a reducing chunk's candidates to the host, from the compacted blocks when they fit.
+def survivors(out: ChunkOut, again: Again) -> Survivors:
+    """Copy a reducing chunk's candidates to the host.
 
     One device returns one block and a scalar ``count``; ``N`` devices return
-    ``N`` blocks side by side and ``count[N]``. When a device has more
-    candidates than its block (many ties), ``full()`` evaluates the chunk
-    again without reduction and the candidates are read from it at ``mask``.
+    ``N`` blocks side by side and ``count[N]``. A block holds a device's first
+    ``K`` candidates. When a device has more (ties), ``again`` evaluates the
+    chunk again: for a few more, page by page with the same compiled function
+    (the ``K`` candidates after the first ``skip``); for many more, once with
+    every column kept (a second function, compiled on first use), reading the
+    candidates at ``mask``.
     """
-    counts = np.atleast_1d(np.asarray(out.count))
+    counts = np.atleast_1d(np.asarray(out.count)).astype(np.int64)
     width = out.sel.shape[0] // len(counts)
-    if (counts > width).any():
+    if (counts > PAGES * width).any():
         where = np.flatnonzero(np.asarray(out.mask))
-        again = full()
+        every = again.full()
         return Survivors(
-            np.asarray(again.ints)[:, where],
-            np.asarray(again.floats)[:, where],
-            np.asarray(again.limit)[where],
+            np.asarray(every.ints)[:, where],
+            np.asarray(every.floats)[:, where],
+            np.asarray(every.limit)[where],
             positions(out, where),
         )
-    cols = np.concatenate([d * width + np.arange(c) for d, c in enumerate(counts)]).astype(np.int64)
-    sel = np.asarray(out.sel)[cols]
-    return Survivors(
-        np.asarray(out.c_ints)[:, cols], np.asarray(out.c_floats)[:, cols], np.asarray(out.c_limit)[cols], sel
-    )
+    parts, skip = [], 0
+    while True:
+        taken = np.clip(counts - skip, 0, width)
+        cols = np.concatenate([d * width + np.arange(c) for d, c in enumerate(taken)]).astype(np.int64)
+        parts.append(
+            Survivors(
+                np.asarray(out.c_ints)[:, cols],
+                np.asarray(out.c_floats)[:, cols],
+                np.asarray(out.c_limit)[cols],
+                np.asarray(out.sel)[cols].astype(np.int64),
+            )
+        )
+        skip += width
+        if not (counts > skip).any():
+            break
+        out = again.page(skip)
+    if len(parts) == 1:
+        return parts[0]
+    return Survivors(*(np.concatenate(p, axis=-1) for p in zip(*parts, strict=True)))
 
 
-class FullChunk:
-    """Chunks of a job evaluated without reduction, compiled on first use: the fallback of :func:`survivors`."""
+class Again:
+    """Evaluating a job's chunks again for :func:`survivors`, when their candidates overflow a block."""
 
-    def __init__(self, job: Job, chunk: int, dtype, inputs, devices=None) -> None:
-        self.job, self.chunk, self.dtype, self.inputs, self.devices = job, chunk, dtype, inputs, devices
-        self.fn: Callable | None = None
+    def __init__(self, job: Job, chunk: int, dtype, fn: Callable, inputs, devices=None) -> None:
+        self.job, self.chunk, self.dtype, self.devices = job, chunk, dtype, devices
+        self.fn, self.inputs = fn, inputs
+        self.full_fn: Callable | None = None
+        self.info: np.ndarray | None = None
+        self.n_real = 0
 
-    def at(self, info: np.ndarray, n_real: int) -> Callable[[], ChunkOut]:
-        """A thunk evaluating the chunk that ``info`` locates, every column kept."""
+    def at(self, info: np.ndarray, n_real: int) -> Again:
+        """Point at the chunk ``info`` locates (``n_real`` real points); returns self."""
+        self.info, self.n_real = info, n_real
+        return self
 
-        def thunk() -> ChunkOut:
-            if self.fn is None:
-                self.fn, _ = build_chunk_fn(self.job, self.chunk, Keep("all"), self.dtype, self.devices)
-            return self.fn(*self.inputs, info, np.int32(n_real))
+    def page(self, skip: int) -> ChunkOut:
+        """The reducing function again, compacting the candidates after the first ``skip``."""
+        return self.fn(*self.inputs, self.info, np.int32(self.n_real), np.int32(skip))
 
-        return thunk
+    def full(self) -> ChunkOut:
+        """The chunk with every column of every row kept."""
+        if self.full_fn is None:
+            self.full_fn, _ = build_chunk_fn(self.job, self.chunk, Keep("all"), self.dtype, self.devices)
+        return self.full_fn(*self.inputs, self.info, np.int32(self.n_real), np.int32(0))
 
 
 def device_inputs(job: Job, dtype, devices=None):

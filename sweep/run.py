@@ -471,14 +471,14 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
             job = span.job
             fn, _compact = engine.build_chunk_fn(job, opts.chunk, opts.keep, run.dtype)
             net, machine, values = engine.device_inputs(job, run.dtype)
-            again = engine.FullChunk(job, opts.chunk, run.dtype, (net, machine, values))
+            again = engine.Again(job, opts.chunk, run.dtype, fn, (net, machine, values))
             pending = None
             for unit in itertools.chain([head], units, [None]):
                 current = None
                 if unit is not None:
                     _span, number, start, n_real = unit
                     info = engine.decode_info(job, start, opts.chunk)
-                    out = fn(net, machine, values, info, np.int32(n_real))
+                    out = fn(net, machine, values, info, np.int32(n_real), np.int32(0))
                     current = (number, start, n_real, out, info)
                 if pending is not None:
                     p_number, p_start, p_real, outputs, p_info = pending

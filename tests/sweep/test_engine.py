@@ -405,7 +405,14 @@ def test_no_temporaries_after_success(grid, paper32):
 # ----------------------------------------------------------------------------- reductions and filters
 
 
-def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path):
+@pytest.mark.parametrize(
+    ("compact", "pages"),
+    [(None, None), (4, 1000), (4, 1)],  # candidates in one block; read page by page; evaluated again in full
+)
+def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeypatch, compact, pages):
+    if compact is not None:
+        monkeypatch.setattr(engine, "COMPACT_ROWS", compact)
+        monkeypatch.setattr(engine, "PAGES", pages)
     kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
     feasible = [r for r in grid.rows if r["feasible"]]
     objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
@@ -478,6 +485,46 @@ def test_interrupt_then_resume_equals_a_clean_run(grid, tmp_path, monkeypatch):
     assert temporaries(out) == []
     assert manifest(out)["complete"] is True
     assert as_tuples(read_rows(out)) == as_tuples(grid.rows)
+
+
+@pytest.mark.parametrize("pages", [1, 1000])  # many candidates: read from a full evaluation; or by pages
+def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, pages):
+    """Ties put more rows on a chunk's front than one compacted block holds: every one is read."""
+    import tomllib
+
+    from sweep.grid import parse_spec, plan
+
+    monkeypatch.setattr(engine, "COMPACT_ROWS", 4)
+    monkeypatch.setattr(engine, "PAGES", pages)
+    job = plan(parse_spec(tomllib.loads(GRID_SPEC), "grid", Path("."))).jobs[0]
+    assert job.strategy == "data"  # in-node p: all ten bandwidths tie, so fronts have >= 10 rows
+    chunk, keep = 64, engine.Keep("pareto", ("t_epoch_s", "p"))
+    fn, compact = engine.build_chunk_fn(job, chunk, keep, np.float32)
+    full, _ = engine.build_chunk_fn(job, chunk, engine.Keep("all"), np.float32)
+    assert compact == 4
+    inputs = engine.device_inputs(job, np.float32)
+    ti, pi = RESULT_COLUMNS.index("t_epoch_s"), engine.int_columns(job).index("p")
+    skips: list[int] = []
+    for start in range(0, job.size, chunk):
+        n_real = min(chunk, job.size - start)
+        info = engine.decode_info(job, start, chunk)
+        out = fn(*inputs, info, np.int32(n_real), np.int32(0))
+        again = engine.Again(job, chunk, np.float32, fn, inputs).at(info, n_real)
+        page = again.page
+        again.page = lambda skip, page=page: skips.append(skip) or page(skip)  # type: ignore[method-assign]
+        found = engine.survivors(out, again)
+        # the chunk's front from its full output
+        every = full(*inputs, info, np.int32(n_real), np.int32(0))
+        where = np.flatnonzero(np.asarray(every.mask) & (np.asarray(every.limit) == 0))
+        objectives = np.stack([np.asarray(every.floats)[ti, where], np.asarray(every.ints)[pi, where]], 1)
+        front = engine.positions(every, where[pareto_mask(objectives.astype(np.float64))])
+        assert sorted(found.local.tolist()) == sorted(front.tolist()), start
+        assert len(found.local) == int(out.count)
+    if pages > 1:
+        assert skips, "some chunk needed a second page"
+        assert set(skips) <= set(range(4, 65, 4))
+    else:
+        assert skips == []
 
 
 def test_interrupt_then_resume_a_reduction(grid, tmp_path, monkeypatch):
@@ -700,7 +747,7 @@ def _device_digits(job: Job, chunk: int, starts, dtype=np.float32) -> None:
     for start in starts:
         n_real = min(chunk, job.size - start)
         info = _check_info(job, start, chunk)
-        out = fn(net, machine, values, info, np.int32(n_real))
+        out = fn(net, machine, values, info, np.int32(n_real), np.int32(0))
         mask = np.asarray(out.mask)
         where = np.flatnonzero(mask)
         offsets = engine.positions(out, where)  # outputs span whole inner boxes
