@@ -110,7 +110,9 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
     if task.keep.reduces:
         return engine.survivors(out, engine.Again(task.job, task.chunk, dtype, fn, inputs).at(info, n_real))
     table = task.schema.table(*chunk_rows(task.job, out, task.only_feasible))
-    writer = store.PartWriter(Path(task.folder), task.schema.arrow(), task.compression)
+    writer = store.PartWriter(
+        Path(task.folder), task.schema.arrow(), task.compression, task.schema.statistics_columns()
+    )
     writer.write(store.part_name(task.job.index, number, task.tag), table)
     return len(table)
 

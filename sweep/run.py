@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import queue
 import re
 import signal
@@ -43,6 +44,8 @@ from sweep.pareto import pareto_mask, top_k_order
 
 CHECKPOINT_S = 5.0
 KEEP_PART = "part-keep.parquet"
+#: Part files written at once by a local run (one core each while encoding).
+WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 class Interrupted(Exception):
@@ -131,24 +134,35 @@ def parse_keep(text: str | None, columns: tuple[str, ...]) -> Keep:
     return keep
 
 
-class _Writer(threading.Thread):
-    """Builds and writes queued part files in order, recording each in the manifest.
+class _Writer:
+    """Builds and writes queued part files on ``threads`` threads, recording each in the manifest.
 
-    Turning a chunk's arrays into an Arrow table and compressing it happen
-    here, off the thread that feeds the device.
+    Turning a chunk's arrays into an Arrow table, encoding and compressing it
+    happen here, off the thread that feeds the device; Parquet encoding holds
+    one core per file (about 3 M rows/s), so several files are written at once.
+    Files may finish out of order; the manifest keeps track (see :class:`_Done`).
     """
 
     def __init__(
-        self, writer: store.PartWriter, schema: store.Schema, on_done: Callable[[int, int, int], None]
+        self,
+        writer: store.PartWriter,
+        schema: store.Schema,
+        on_done: Callable[[int, int, int], None],
+        threads: int | None = None,
     ):
-        super().__init__(daemon=True)
         self.writer = writer
         self.schema = schema
         self.on_done = on_done
-        self.jobs: queue.Queue = queue.Queue(maxsize=2)
+        n = threads if threads is not None else WRITER_THREADS
+        self.jobs: queue.Queue = queue.Queue(maxsize=2 * n)
+        self.threads = [threading.Thread(target=self._work, daemon=True) for _ in range(n)]
         self.error: BaseException | None = None
 
-    def run(self) -> None:
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def _work(self) -> None:
         while True:
             item = self.jobs.get()
             if item is None:
@@ -168,8 +182,10 @@ class _Writer(threading.Thread):
         self.jobs.put(item)
 
     def close(self, raise_error: bool = True) -> None:
-        self.jobs.put(None)
-        self.join()
+        for _ in self.threads:
+            self.jobs.put(None)
+        for thread in self.threads:
+            thread.join()
         if self.error is not None and raise_error:
             raise self.error
 
@@ -178,9 +194,9 @@ class _Done:
     """Finished chunks per job: a contiguous prefix, and any finished out of order beyond it.
 
     The manifest keeps them as ``done`` (job -> chunks finished from the
-    first; the only form a local run produces) and ``done_extra`` (job ->
-    chunk numbers finished past the prefix, from Dask workers that complete
-    out of order).
+    first) and ``done_extra`` (job -> chunk numbers finished past the
+    prefix: part files written in parallel, or by Dask workers, complete out
+    of order).
     """
 
     def __init__(self, manifest: dict):
@@ -285,7 +301,9 @@ class _Run:
         if opts.shard is not None:
             self.manifest["shard"] = {"k": opts.shard.k, "n": opts.shard.n}
         self.lock = threading.Lock()
-        self.part_writer = store.PartWriter(self.folder, schema.arrow(), opts.compression)
+        self.part_writer = store.PartWriter(
+            self.folder, schema.arrow(), opts.compression, schema.statistics_columns()
+        )
         self.reducer = Reducer(opts.keep, schema) if opts.keep.reduces else None
         self.keep_seq = int(self.previous.get("keep_seq", 0))
         if self.reducer is not None and self.previous.get("keep_state"):

@@ -394,6 +394,11 @@ def test_labels_are_dictionary_encoded_and_compression_is_zstd(paper32):
         assert meta.row_group(0).column(i).compression == "ZSTD", names[i]
     for name in ("p", "p1", "p2", "b", "B", "S", "iterations"):
         assert pa.types.is_integer(schema.field(name).type), name
+    # min/max where a --where can use them (configuration), none where it cannot (results)
+    group = meta.row_group(0)
+    assert group.column(names.index("p")).is_stats_set
+    assert group.column(names.index("strategy")).is_stats_set
+    assert not group.column(names.index("t_epoch_s")).is_stats_set
     assert schema.field("feasible").type == pa.bool_()
 
 
