@@ -187,6 +187,46 @@ def _pareto_mask_2d(o1, o2, ok):
     return jnp.zeros_like(ok).at[order].set(survive_sorted)
 
 
+#: Entries per block, and blocks gathered, in :func:`_first_true`'s fast path.
+NONZERO_BLOCK = 256
+NONZERO_BLOCKS = 64
+
+
+def _first_true(mask, size: int, skip=0, fill: int = 0):
+    """``jnp.nonzero(mask, size=size, fill_value=fill)[0]`` of the True entries after the first ``skip``.
+
+    ``nonzero`` is a prefix sum and a scatter over the whole array, which
+    costs more than evaluating the chunk on a CPU. The True entries of a
+    chunk usually lie in few places (a front, or rows tied on it, are runs of
+    neighbouring points), so when they fall in at most
+    :data:`NONZERO_BLOCKS` blocks of :data:`NONZERO_BLOCK` entries and
+    ``skip`` is 0, only those blocks are gathered and searched; otherwise
+    the whole array is. Both give the same indices, ascending.
+    """
+    n = mask.shape[0]
+    width, picks = NONZERO_BLOCK, NONZERO_BLOCKS
+    groups = -(-n // width)
+
+    def whole(_):
+        page = mask & (jnp.cumsum(mask.astype(jnp.int32)) > skip)
+        return jnp.nonzero(page, size=size, fill_value=fill)[0]
+
+    if groups <= picks:
+        return whole(None)
+    blocks = jnp.pad(mask, (0, groups * width - n)).reshape(groups, width)
+    busy = jnp.any(blocks, axis=1)
+
+    def few(_):
+        (which,) = jnp.nonzero(busy, size=picks, fill_value=groups)
+        rows = jnp.where((which < groups)[:, None], blocks[jnp.minimum(which, groups - 1)], False)
+        (j,) = jnp.nonzero(rows.reshape(-1), size=size, fill_value=-1)
+        found = which[jnp.maximum(j, 0) // width] * width + jnp.maximum(j, 0) % width
+        return jnp.where(j >= 0, found, fill).astype(jnp.int32)
+
+    quick = (jnp.sum(busy) <= picks) & (skip == 0)
+    return jax.lax.cond(quick, few, lambda _: whole(None).astype(jnp.int32), None)
+
+
 #: Buckets of the first objective in the Pareto pre-filter.
 PARETO_BUCKETS = 4096
 #: Candidates left by the pre-filter that are sorted exactly; more sort the whole chunk.
@@ -218,7 +258,7 @@ def _pareto_2d(o1, o2, ok):
     cap = min(PARETO_CANDIDATES, n)
 
     def few(_):
-        (idx,) = jnp.nonzero(candidate, size=cap, fill_value=n)
+        idx = _first_true(candidate, cap, fill=n)
         real = idx < n
         keep = _pareto_mask_2d(o1[jnp.minimum(idx, n - 1)], o2[jnp.minimum(idx, n - 1)], real)
         return jnp.zeros_like(ok).at[idx].set(keep, mode="drop")
@@ -390,9 +430,7 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
             kth = jnp.min(score) if keep.k == 1 else -jax.lax.top_k(-score, min(keep.k, width))[0][-1]
             mask = ok & (score <= kth)  # every row tied with the k-th; the host breaks ties
         count = jnp.sum(mask).astype(jnp.int32)
-        # one page of candidates: the compaction size of them after the first ``skip``
-        page = mask & (jnp.cumsum(mask.astype(jnp.int32)) > skip)
-        (idx,) = jnp.nonzero(page, size=compact, fill_value=0)
+        idx = _first_true(mask, compact, skip)  # one page: the candidates after the first ``skip``
         gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
         return ChunkOut(
             None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count

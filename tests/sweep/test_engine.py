@@ -879,6 +879,57 @@ def test_device_pareto_equals_brute_force_on_candidate_rows(objs, ok):
     np.testing.assert_array_equal(got, want)
 
 
+_device_pareto_fast = jax.jit(engine._pareto_2d)
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    n=st.sampled_from([5, 300, 20_000]),
+    seed=st.integers(0, 2**31),
+    levels=st.sampled_from([3, 50, 10_000]),
+)
+def test_device_pareto_prefilter_equals_the_exact_front(n, seed, levels):
+    """The O(n) bucket pre-filter keeps exactly the front (ties, inf and dropped rows included)."""
+    rng = np.random.default_rng(seed)
+    objs = rng.integers(0, levels, (n, 2)).astype(np.float32)
+    objs[rng.random((n, 2)) < 0.01] = np.inf
+    ok = rng.random(n) < 0.9
+    got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
+    want = np.zeros(n, dtype=bool)
+    want[ok] = pareto_mask(objs[ok].astype(np.float64))
+    np.testing.assert_array_equal(got, want)
+
+
+_first_true = jax.jit(engine._first_true, static_argnums=(1, 3))
+
+
+@settings(deadline=None, max_examples=80)
+@given(
+    n=st.sampled_from([10, 300, 5_000, 70_000]),
+    seed=st.integers(0, 2**31),
+    shape=st.sampled_from(["sparse", "run", "dense", "none"]),
+    size=st.sampled_from([1, 7, 4096]),
+    skip=st.sampled_from([0, 0, 3, 100]),
+)
+def test_first_true_equals_nonzero(n, seed, shape, size, skip):
+    """The blocked compaction returns nonzero's indices whether the True entries are few or many."""
+    rng = np.random.default_rng(seed)
+    mask = np.zeros(n, dtype=bool)
+    if shape == "sparse":
+        mask[rng.integers(0, n, 40)] = True
+    elif shape == "run":
+        a = int(rng.integers(0, n))
+        mask[a : a + 3000] = True
+    elif shape == "dense":
+        mask = rng.random(n) < 0.5
+    for fill in (0, n):
+        got = np.asarray(_first_true(mask, size, np.int32(skip), fill))
+        want = np.full(size, fill)
+        found = np.flatnonzero(mask)[skip : skip + size]
+        want[: len(found)] = found
+        np.testing.assert_array_equal(got, want)
+
+
 def test_pareto_mask_known_fronts():
     objs = np.array([[1.0, 5.0], [2.0, 2.0], [2.0, 2.0], [3.0, 1.0], [3.0, 3.0], [1.0, 5.0], [np.nan, 0.0]])
     assert pareto_mask(objs).tolist() == [True, True, True, True, False, True, False]
