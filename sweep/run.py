@@ -44,6 +44,8 @@ from sweep.pareto import pareto_mask, top_k_order
 
 CHECKPOINT_S = 5.0
 KEEP_PART = "part-keep.parquet"
+#: Buffered reduction candidates that trigger a reduction even when few rows are kept.
+REDUCE_ROWS = 1 << 16
 #: Part files written at once by a local run (one core each while encoding).
 WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
 
@@ -540,6 +542,10 @@ class Reducer:
 
     Ties are broken by identity, so the result does not depend on the order
     chunks arrive in: local, Dask and sharded runs keep the same rows.
+    Candidates are buffered and reduced together once they outnumber the
+    rows kept so far (or :data:`REDUCE_ROWS`), so a front of many tied rows
+    is re-sorted O(log n) times, not once per chunk; reading the result
+    (:meth:`table`, :meth:`state_table`, ``len``) reduces first.
     """
 
     def __init__(self, keep: Keep, schema: store.Schema):
@@ -547,55 +553,87 @@ class Reducer:
         self.schema = schema
         self.names = (*schema.int_columns, *schema.float_columns)
         self.obj_rows = [self.names.index(c) for c in keep.columns]
-        self.values = np.zeros((len(self.names), 0))  # ints then floats, as float64 (exact for both)
-        self.limit = np.zeros(0, dtype=np.int8)
-        self.ids = np.zeros((0, 2), dtype=np.int64)  # job index, flat index within the job
-        self.labels = np.empty((0, 3), dtype=object)  # model, machine, strategy
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.kept = 0  # rows after the last reduction
+        self.pending = 0  # rows added since
+        self.label_codes: dict[tuple[str, str, str], int] = {}  # (model, machine, strategy) -> code
 
     def __len__(self) -> int:
-        return len(self.limit)
+        self._reduce()
+        return self.kept
 
     def add(self, job: int, labels: tuple[str, str, str], index: np.ndarray, found: engine.Survivors) -> None:
-        """Candidate rows of ``job`` at flat indices ``index``; reduces at once."""
+        """Candidate rows of ``job`` at flat indices ``index``."""
         block = np.concatenate([found.ints.astype(np.float64), found.floats.astype(np.float64)])
         ids = np.stack([np.full(len(index), job, dtype=np.int64), index.astype(np.int64)], axis=1)
-        labels_block = np.tile(np.array(labels, dtype=object), (len(index), 1))
-        self._append(block, found.limit.astype(np.int8), ids, labels_block)
-        self._reduce()
+        code = self.label_codes.setdefault(tuple(labels), len(self.label_codes))  # type: ignore[arg-type]
+        self._append(block, found.limit.astype(np.int8), ids, np.full(len(index), code, np.int32))
+        if self.pending >= max(self.kept, REDUCE_ROWS):
+            self._reduce()
 
-    def _append(self, values, limit, ids, labels) -> None:
-        self.values = np.concatenate([self.values, values], axis=1)
-        self.limit = np.concatenate([self.limit, limit])
-        self.ids = np.concatenate([self.ids, ids])
-        self.labels = np.concatenate([self.labels, labels])
+    def _append(self, values, limit, ids, codes) -> None:
+        self.parts.append((values, limit, ids, codes))
+        self.pending += len(limit)
+
+    def _joined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if not self.parts:
+            return (
+                np.zeros((len(self.names), 0)),
+                np.zeros(0, np.int8),
+                np.zeros((0, 2), np.int64),
+                np.zeros(0, np.int32),
+            )
+        if len(self.parts) > 1:
+            values, limit, ids, codes = zip(*self.parts, strict=True)
+            self.parts = [
+                (
+                    np.concatenate(values, axis=1),
+                    np.concatenate(limit),
+                    np.concatenate(ids),
+                    np.concatenate(codes),
+                )
+            ]
+        return self.parts[0]
 
     def _reduce(self) -> None:
-        if self.values.shape[1] == 0:
+        if self.pending == 0:
             return
+        values, limit, ids, codes = self._joined()
         if self.keep.kind == "pareto":  # in (job, index) order
-            keep = np.flatnonzero(pareto_mask(self.values[self.obj_rows].T))
-            keep = keep[np.lexsort((self.ids[keep, 1], self.ids[keep, 0]))]
+            keep = np.flatnonzero(pareto_mask(values[self.obj_rows].T))
+            keep = keep[np.lexsort((ids[keep, 1], ids[keep, 0]))]
         else:  # best first, ties in (job, index) order
-            order_key = self.ids[:, 0] * (1 << 40) + self.ids[:, 1]
-            keep = top_k_order(self.values[self.obj_rows[0]], order_key, self.keep.k)
-        self.values = self.values[:, keep]
-        self.limit = self.limit[keep]
-        self.ids = self.ids[keep]
-        self.labels = self.labels[keep]
+            order_key = ids[:, 0] * (1 << 40) + ids[:, 1]
+            keep = top_k_order(values[self.obj_rows[0]], order_key, self.keep.k)
+        self.parts = [(values[:, keep], limit[keep], ids[keep], codes[keep])]
+        self.kept, self.pending = len(keep), 0
+
+    def _labels(self, codes: np.ndarray) -> np.ndarray:
+        """``[n, 3]`` (model, machine, strategy) of label codes."""
+        table = np.empty((max(len(self.label_codes), 1), 3), dtype=object)
+        for labels, code in self.label_codes.items():
+            table[code] = labels
+        return table[codes].reshape(len(codes), 3)
 
     def table(self) -> pa.Table:
+        self._reduce()
+        values, limit, _ids, codes = self._joined()
         ni = len(self.schema.int_columns)
-        ints = np.rint(self.values[:ni]).astype(np.int32)
-        return self.schema.table(self.labels, ints, self.values[ni:], self.limit)
+        ints = np.rint(values[:ni]).astype(np.int32)
+        return self.schema.table(self._labels(codes), ints, values[ni:], limit)
 
     def state_table(self) -> pa.Table:
         """The running result with row identities, for a checkpoint or a shard's result."""
-        cols: dict[str, Any] = {f"v{i}": self.values[i] for i in range(self.values.shape[0])}
-        cols["limit"] = self.limit
-        cols["job"] = self.ids[:, 0]
-        cols["index"] = self.ids[:, 1]
+        self._reduce()
+        values, limit, ids, codes = self._joined()
+        cols: dict[str, Any] = {f"v{i}": values[i] for i in range(values.shape[0])}
+        cols["limit"] = limit
+        cols["job"] = ids[:, 0]
+        cols["index"] = ids[:, 1]
+        names = self._labels(np.arange(len(self.label_codes), dtype=np.int32))
         for j, name in enumerate(("model", "machine", "strategy")):
-            cols[name] = pa.array([str(v) for v in self.labels[:, j]], pa.string())
+            dictionary = pa.array([str(v) for v in names[:, j]], pa.string())
+            cols[name] = pa.DictionaryArray.from_arrays(codes, dictionary).cast(pa.string())
         return pa.table(cols)
 
     def load(self, path: Path) -> None:
@@ -604,13 +642,11 @@ class Reducer:
         n = len(self.names)
         values = np.stack([t.column(f"v{i}").to_numpy() for i in range(n)]) if len(t) else np.zeros((n, 0))
         ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(np.int64)
-        labels = [t.column(c).to_pylist() for c in ("model", "machine", "strategy")]
-        self._append(
-            values,
-            t.column("limit").to_numpy().astype(np.int8),
-            ids.reshape(len(t), 2),
-            np.array(list(zip(*labels, strict=True)), dtype=object).reshape(len(t), 3),
+        labels = zip(*(t.column(c).to_pylist() for c in ("model", "machine", "strategy")), strict=True)
+        codes = np.array(
+            [self.label_codes.setdefault(tuple(row), len(self.label_codes)) for row in labels], np.int32
         )
+        self._append(values, t.column("limit").to_numpy().astype(np.int8), ids.reshape(len(t), 2), codes)
         self._reduce()
 
 

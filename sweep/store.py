@@ -155,7 +155,8 @@ class Schema:
         ):
             if name in wanted:
                 if rows is not None:
-                    codes = np.array([names.index(v) for v in rows[:, j]], dtype=np.int32)
+                    uniq, inverse = np.unique(rows[:, j].astype(str), return_inverse=True)
+                    codes = np.array([names.index(v) for v in uniq], dtype=np.int32)[inverse.reshape(-1)]
                 else:
                     codes = np.full(n, names.index(labels[j]), dtype=np.int32)
                 arrays[name] = pa.DictionaryArray.from_arrays(codes, pa.array(names))

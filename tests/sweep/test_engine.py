@@ -35,6 +35,7 @@ from hypothesis.extra import numpy as hnp
 
 import grids
 from sweep import engine, store
+from sweep import run as run_module
 from sweep.cli import cli
 from sweep.evaluate import RESULT_COLUMNS, Bound, estimate
 from sweep.grid import Job
@@ -418,6 +419,7 @@ def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeyp
     if compact is not None:
         monkeypatch.setattr(engine, "COMPACT_ROWS", compact)
         monkeypatch.setattr(engine, "PAGES", pages)
+        monkeypatch.setattr(run_module, "REDUCE_ROWS", 1)  # the host reduces at every chunk, not once
     kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
     feasible = [r for r in grid.rows if r["feasible"]]
     objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
