@@ -227,46 +227,69 @@ def _first_true(mask, size: int, skip=0, fill: int = 0):
     return jax.lax.cond(quick, few, lambda _: whole(None).astype(jnp.int32), None)
 
 
+#: Rows per block of the Pareto pre-filter (each gives two reference rows).
+PARETO_BLOCK = 128
 #: Buckets of the first objective in the Pareto pre-filter.
 PARETO_BUCKETS = 4096
-#: Candidates left by the pre-filter that are sorted exactly; more sort the whole chunk.
+#: Most candidates left by the pre-filter that are sorted apart; more sort the whole chunk.
 PARETO_CANDIDATES = 1 << 15
 
 
 def _pareto_2d(o1, o2, ok):
-    """:func:`_pareto_mask_2d` in O(n) for most chunks: a bucket pre-filter, then an exact sort of the few left.
+    """:func:`_pareto_mask_2d` in O(n) for most chunks: a pre-filter, then an exact sort of the few left.
 
-    Rows are put in :data:`PARETO_BUCKETS` buckets by o1 (a monotone map, so a
-    row in an earlier bucket has a strictly smaller o1); a row whose o2 is no
-    smaller than the least o2 of any earlier bucket is dominated and dropped.
-    Rows with a non-finite objective are never dropped by the pre-filter. The
-    survivors (at most :data:`PARETO_CANDIDATES`, else the whole chunk) go
-    through the exact sort, so the result equals :func:`_pareto_mask_2d`.
+    The pre-filter takes two real rows from every block of
+    :data:`PARETO_BLOCK` neighbouring rows (the least o1, ties by o2; the
+    least o2, ties by o1), keeps the least o2 of these few references per
+    bucket of o1 (:data:`PARETO_BUCKETS`, a monotone map), and drops every
+    row whose o2 is no smaller than a reference's in an earlier bucket (so
+    with a smaller o1): a gather per row, and a scatter over the references
+    only. Rows with a non-finite objective are never dropped. The candidates left (at most
+    :data:`PARETO_CANDIDATES`, else the whole chunk) go through the exact
+    sort, so the result equals :func:`_pareto_mask_2d`.
     """
     n = o1.shape[0]
     inf = jnp.asarray(jnp.inf, o1.dtype)
     finite = ok & jnp.isfinite(o1) & jnp.isfinite(o2)
-    lo = jnp.min(jnp.where(finite, o1, inf))
+    groups = -(-n // PARETO_BLOCK)
+    pad = groups * PARETO_BLOCK - n
+    a = jnp.pad(jnp.where(finite, o1, inf), (0, pad), constant_values=inf).reshape(groups, -1)
+    b = jnp.pad(jnp.where(finite, o2, inf), (0, pad), constant_values=inf).reshape(groups, -1)
+    a_min = jnp.min(a, axis=1, keepdims=True)
+    b_min = jnp.min(b, axis=1, keepdims=True)
+    refs1 = jnp.concatenate([a_min[:, 0], jnp.min(jnp.where(b == b_min, a, inf), axis=1)])
+    refs2 = jnp.concatenate([jnp.min(jnp.where(a == a_min, b, inf), axis=1), b_min[:, 0]])
+    # the references' least o2 per bucket of o1 (a monotone map: an earlier bucket has a smaller o1)
+    lo = jnp.min(refs1)
     hi = jnp.max(jnp.where(finite, o1, -inf))
     scale = jnp.where(hi > lo, (PARETO_BUCKETS - 1) / (hi - lo), 0)
-    bucket = jnp.clip(jnp.floor((jnp.where(finite, o1, lo) - lo) * scale), 0, PARETO_BUCKETS - 1)
-    bucket = bucket.astype(jnp.int32)
-    least = jnp.full((PARETO_BUCKETS,), inf, o2.dtype).at[bucket].min(jnp.where(finite, o2, inf))
-    before = jnp.concatenate([jnp.full((1,), inf, o2.dtype), jax.lax.cummin(least)[:-1]])
-    candidate = ok & ~(finite & (before[bucket] <= o2))
-    n_cand = jnp.sum(candidate)
-    cap = min(PARETO_CANDIDATES, n)
 
-    def few(_):
-        idx = _first_true(candidate, cap, fill=n)
-        real = idx < n
-        keep = _pareto_mask_2d(o1[jnp.minimum(idx, n - 1)], o2[jnp.minimum(idx, n - 1)], real)
-        return jnp.zeros_like(ok).at[idx].set(keep, mode="drop")
+    def bucket(x):
+        return jnp.clip(jnp.floor((jnp.where(x < inf, x, lo) - lo) * scale), 0, PARETO_BUCKETS - 1).astype(
+            jnp.int32
+        )
+
+    least = jnp.full((PARETO_BUCKETS,), inf, o2.dtype).at[bucket(refs1)].min(refs2)
+    before = jnp.concatenate([jnp.full((1,), inf, o2.dtype), jax.lax.cummin(least)[:-1]])
+    candidate = ok & ~(finite & (before[bucket(o1)] <= o2))
+    n_cand = jnp.sum(candidate)
+    # sort the candidates in the smallest of a few fixed sizes that holds them
+    caps = sorted({min(c, n) for c in (1 << 8, 1 << 11, PARETO_CANDIDATES)})
+
+    def few(cap):
+        def exact(_):
+            idx = _first_true(candidate, cap, fill=n)
+            real = idx < n
+            keep = _pareto_mask_2d(o1[jnp.minimum(idx, n - 1)], o2[jnp.minimum(idx, n - 1)], real)
+            return jnp.zeros_like(ok).at[idx].set(keep, mode="drop")
+
+        return exact
 
     def many(_):
         return _pareto_mask_2d(o1, o2, candidate)
 
-    return jax.lax.cond(n_cand <= cap, few, many, None)
+    tier = jnp.searchsorted(jnp.asarray(caps), n_cand)  # first cap >= n_cand; len(caps) when none
+    return jax.lax.switch(tier, [*(few(c) for c in caps), many], None)
 
 
 def _floor_div(a, d):
