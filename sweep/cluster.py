@@ -50,7 +50,7 @@ WINDOW_PER_THREAD = 3
 #: Built chunk functions a worker process keeps (one per job of the runs it served last).
 CACHE_SIZE = 32
 
-_BUILT: dict[str, tuple[Callable, tuple]] = {}
+_BUILT: dict[str, tuple[Callable, tuple, engine.Again]] = {}
 
 
 @dataclass(frozen=True)
@@ -100,15 +100,17 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
     built = _BUILT.get(task.key)
     if built is None:
         fn, _compact = engine.build_chunk_fn(task.job, task.chunk, task.keep, dtype)
-        built = (fn, engine.device_inputs(task.job, dtype))
+        inputs = engine.device_inputs(task.job, dtype)
+        # one Again per kernel, so its full-evaluation fallback compiles once per worker
+        built = (fn, inputs, engine.Again(task.job, task.chunk, dtype, fn, inputs))
         while len(_BUILT) >= CACHE_SIZE:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[task.key] = built
-    fn, inputs = built
+    fn, inputs, again = built
     info = engine.decode_info(task.job, start, task.chunk)
     out = fn(*inputs, info, np.int32(n_real), np.int32(0))
     if task.keep.reduces:
-        return engine.survivors(out, engine.Again(task.job, task.chunk, dtype, fn, inputs).at(info, n_real))
+        return engine.survivors(out, again.at(info, n_real))
     table = task.schema.table(*chunk_rows(task.job, out, task.only_feasible))
     writer = store.PartWriter(
         Path(task.folder), task.schema.arrow(), task.compression, task.schema.statistics_columns()

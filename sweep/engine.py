@@ -23,6 +23,7 @@ contiguous shards of ``sweep run --shard K/N``.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -244,9 +245,9 @@ def _pareto_2d(o1, o2, ok):
     bucket of o1 (:data:`PARETO_BUCKETS`, a monotone map), and drops every
     row whose o2 is no smaller than a reference's in an earlier bucket (so
     with a smaller o1): a gather per row, and a scatter over the references
-    only. Rows with a non-finite objective are never dropped. The candidates left (at most
-    :data:`PARETO_CANDIDATES`, else the whole chunk) go through the exact
-    sort, so the result equals :func:`_pareto_mask_2d`.
+    only. Rows with a non-finite objective are never dropped. The candidates
+    left (at most :data:`PARETO_CANDIDATES`, else the whole chunk) go through
+    the exact sort, so the result equals :func:`_pareto_mask_2d`.
     """
     n = o1.shape[0]
     inf = jnp.asarray(jnp.inf, o1.dtype)
@@ -397,11 +398,6 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         return nest(net, machine, values, at, n_outer)
 
     radix = np.asarray(radices[:n_outer], np.float32)[:, None]
-
-    def column(floats, ints, name):
-        if name in RESULT_COLUMNS:
-            return floats[RESULT_COLUMNS.index(name)]
-        return ints[icols.index(name)].astype(dtype)
 
     def run(net, machine, values, info, n_real, skip, offset, size):
         """``size`` points at local offsets ``offset + arange(size)`` of the chunk.
@@ -570,14 +566,19 @@ class Again:
     def __init__(self, job: Job, chunk: int, dtype, fn: Callable, inputs, devices=None) -> None:
         self.job, self.chunk, self.dtype, self.devices = job, chunk, dtype, devices
         self.fn, self.inputs = fn, inputs
-        self.full_fn: Callable | None = None
+        self.compiled: dict[str, Callable] = {}  # the full-evaluation function, shared by copies
         self.info: np.ndarray | None = None
         self.n_real = 0
 
     def at(self, info: np.ndarray, n_real: int) -> Again:
-        """Point at the chunk ``info`` locates (``n_real`` real points); returns self."""
-        self.info, self.n_real = info, n_real
-        return self
+        """A copy pointed at the chunk ``info`` locates (``n_real`` real points).
+
+        A copy, so threads may evaluate different chunks at once; the compiled
+        fallback is shared.
+        """
+        bound = copy.copy(self)
+        bound.info, bound.n_real = info, n_real
+        return bound
 
     def page(self, skip: int) -> ChunkOut:
         """The reducing function again, compacting the candidates after the first ``skip``."""
@@ -585,9 +586,11 @@ class Again:
 
     def full(self) -> ChunkOut:
         """The chunk with every column of every row kept."""
-        if self.full_fn is None:
-            self.full_fn, _ = build_chunk_fn(self.job, self.chunk, Keep("all"), self.dtype, self.devices)
-        return self.full_fn(*self.inputs, self.info, np.int32(self.n_real), np.int32(0))
+        if "full" not in self.compiled:
+            self.compiled["full"], _ = build_chunk_fn(
+                self.job, self.chunk, Keep("all"), self.dtype, self.devices
+            )
+        return self.compiled["full"](*self.inputs, self.info, np.int32(self.n_real), np.int32(0))
 
 
 def device_inputs(job: Job, dtype, devices=None):

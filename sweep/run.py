@@ -141,7 +141,7 @@ class _Writer:
 
     Turning a chunk's arrays into an Arrow table, encoding and compressing it
     happen here, off the thread that feeds the device; Parquet encoding holds
-    one core per file (about 3 M rows/s), so several files are written at once.
+    one core per file (about 4 M rows/s of sweep output), so several files are written at once.
     Files may finish out of order; the manifest keeps track (see :class:`_Done`).
     """
 

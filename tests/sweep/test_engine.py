@@ -597,7 +597,12 @@ def test_part_write_failure_then_resume(grid, tmp_path, monkeypatch):
     assert temporaries(out) == []
     m = manifest(out)
     assert m["complete"] is False
-    assert m["rows"] == count_rows(out) == 4 * CHUNK
+    # Parts are written by several threads and may finish out of order, so the
+    # chunks before the failed one are done and a later one may be too; the
+    # manifest counts exactly the rows on disk, and the failed chunk is missing.
+    data_rows = sum(1 for r in grid.rows if r["strategy"] == "data")
+    assert m["rows"] == count_rows(out)
+    assert 4 * CHUNK <= m["rows"] < data_rows
     result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--resume")
     assert result.exit_code == 0, result.output
     assert temporaries(out) == []
