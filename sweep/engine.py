@@ -229,7 +229,7 @@ def _first_true(mask, size: int, skip=0, fill: int = 0):
 
 
 #: Rows per block of the Pareto pre-filter (each gives two reference rows).
-PARETO_BLOCK = 128
+PARETO_BLOCK = 512
 #: Buckets of the first objective in the Pareto pre-filter.
 PARETO_BUCKETS = 4096
 #: Most candidates left by the pre-filter that are sorted apart; more sort the whole chunk.
@@ -237,17 +237,23 @@ PARETO_CANDIDATES = 1 << 15
 
 
 def _pareto_2d(o1, o2, ok):
-    """:func:`_pareto_mask_2d` in O(n) for most chunks: a pre-filter, then an exact sort of the few left.
+    """:func:`_pareto_mask_2d` in O(n) for most chunks: a pre-filter, then the front of a few rows.
 
-    The pre-filter takes two real rows from every block of
-    :data:`PARETO_BLOCK` neighbouring rows (the least o1, ties by o2; the
-    least o2, ties by o1), keeps the least o2 of these few references per
-    bucket of o1 (:data:`PARETO_BUCKETS`, a monotone map), and drops every
-    row whose o2 is no smaller than a reference's in an earlier bucket (so
-    with a smaller o1): a gather per row, and a scatter over the references
-    only. Rows with a non-finite objective are never dropped. The candidates
-    left (at most :data:`PARETO_CANDIDATES`, else the whole chunk) go through
-    the exact sort, so the result equals :func:`_pareto_mask_2d`.
+    Every block of :data:`PARETO_BLOCK` neighbouring rows gives two
+    reference rows, R1 (the least o1, ties by o2) and R2 (the least o2, ties
+    by o1), and a row that one of them dominates is dropped. In a sweep's
+    chunk the rows left are usually copies of their block's R1 or R2
+    (neighbouring rows differ in one network setting, and a block's best is
+    often tied across many of them). Then a row survives exactly when its
+    reference is on the front of the references alone, a sort of
+    ``2 * n / PARETO_BLOCK`` rows: a row that dominates a reference is itself
+    a reference or dominated by one.
+
+    Otherwise a second filter also drops rows that the least-o2 reference of
+    an earlier bucket of o1 (:data:`PARETO_BUCKETS`, a monotone map)
+    dominates, and the rows left (at most :data:`PARETO_CANDIDATES`, else the
+    whole chunk) go through the exact sort. Rows with a non-finite objective
+    are never dropped. Either way the result equals :func:`_pareto_mask_2d`.
     """
     n = o1.shape[0]
     inf = jnp.asarray(jnp.inf, o1.dtype)
@@ -258,39 +264,74 @@ def _pareto_2d(o1, o2, ok):
     b = jnp.pad(jnp.where(finite, o2, inf), (0, pad), constant_values=inf).reshape(groups, -1)
     a_min = jnp.min(a, axis=1, keepdims=True)
     b_min = jnp.min(b, axis=1, keepdims=True)
-    refs1 = jnp.concatenate([a_min[:, 0], jnp.min(jnp.where(b == b_min, a, inf), axis=1)])
-    refs2 = jnp.concatenate([jnp.min(jnp.where(a == a_min, b, inf), axis=1), b_min[:, 0]])
-    # the references' least o2 per bucket of o1 (a monotone map: an earlier bucket has a smaller o1)
-    lo = jnp.min(refs1)
-    hi = jnp.max(jnp.where(finite, o1, -inf))
-    scale = jnp.where(hi > lo, (PARETO_BUCKETS - 1) / (hi - lo), 0)
+    b_at = jnp.min(jnp.where(a == a_min, b, inf), axis=1, keepdims=True)  # R1 = (a_min, b_at)
+    a_at = jnp.min(jnp.where(b == b_min, a, inf), axis=1, keepdims=True)  # R2 = (a_at, b_min)
+    refs1 = jnp.concatenate([a_min[:, 0], a_at[:, 0]])
+    refs2 = jnp.concatenate([b_at[:, 0], b_min[:, 0]])
+    by_r1 = (a_min <= a) & (b_at <= b) & ((a_min < a) | (b_at < b))
+    by_r2 = (a_at <= a) & (b_min <= b) & ((a_at < a) | (b_min < b))
+    candidate = ok & ~((by_r1 | by_r2) & (a < inf)).reshape(-1)[:n]
+    is_r1 = ((a == a_min) & (b == b_at)).reshape(-1)[:n]
+    is_r2 = ((a == a_at) & (b == b_min)).reshape(-1)[:n]
+    copies = ~jnp.any(candidate & ~(finite & (is_r1 | is_r2)))
 
-    def bucket(x):
-        return jnp.clip(jnp.floor((jnp.where(x < inf, x, lo) - lo) * scale), 0, PARETO_BUCKETS - 1).astype(
-            jnp.int32
-        )
+    def by_references(_):
+        front = _pareto_mask_2d(refs1, refs2, jnp.isfinite(refs1) & jnp.isfinite(refs2))
+        on1 = jnp.repeat(front[:groups], PARETO_BLOCK)[:n]
+        on2 = jnp.repeat(front[groups:], PARETO_BLOCK)[:n]
+        return candidate & ((is_r1 & on1) | (is_r2 & on2))
 
-    least = jnp.full((PARETO_BUCKETS,), inf, o2.dtype).at[bucket(refs1)].min(refs2)
-    before = jnp.concatenate([jnp.full((1,), inf, o2.dtype), jax.lax.cummin(least)[:-1]])
-    candidate = ok & ~(finite & (before[bucket(o1)] <= o2))
-    n_cand = jnp.sum(candidate)
-    # sort the candidates in the smallest of a few fixed sizes that holds them
-    caps = sorted({min(c, n) for c in (1 << 8, 1 << 11, PARETO_CANDIDATES)})
+    def by_sorting(_):
+        # the references' least o2 per bucket of o1 (a monotone map: an earlier bucket has a smaller o1)
+        lo = jnp.min(refs1)
+        hi = jnp.max(jnp.where(finite, o1, -inf))
+        scale = jnp.where(hi > lo, (PARETO_BUCKETS - 1) / (hi - lo), 0)
 
-    def few(cap):
-        def exact(_):
-            idx = _first_true(candidate, cap, fill=n)
-            real = idx < n
-            keep = _pareto_mask_2d(o1[jnp.minimum(idx, n - 1)], o2[jnp.minimum(idx, n - 1)], real)
-            return jnp.zeros_like(ok).at[idx].set(keep, mode="drop")
+        def bucket(x):
+            return jnp.clip(
+                jnp.floor((jnp.where(x < inf, x, lo) - lo) * scale), 0, PARETO_BUCKETS - 1
+            ).astype(jnp.int32)
 
-        return exact
+        least = jnp.full((PARETO_BUCKETS,), inf, o2.dtype).at[bucket(refs1)].min(refs2)
+        before = jnp.concatenate([jnp.full((1,), inf, o2.dtype), jax.lax.cummin(least)[:-1]])
+        left = candidate & ~(finite & (before[bucket(o1)] <= o2))
+        # sort the candidates in the smallest of a few fixed sizes that holds them
+        caps = sorted({min(c, n) for c in (1 << 8, 1 << 11, PARETO_CANDIDATES)})
 
-    def many(_):
-        return _pareto_mask_2d(o1, o2, candidate)
+        def few(cap):
+            def exact(_):
+                idx = _first_true(left, cap, fill=n)
+                real = idx < n
+                keep = _pareto_mask_2d(o1[jnp.minimum(idx, n - 1)], o2[jnp.minimum(idx, n - 1)], real)
+                return jnp.zeros_like(ok).at[idx].set(keep, mode="drop")
 
-    tier = jnp.searchsorted(jnp.asarray(caps), n_cand)  # first cap >= n_cand; len(caps) when none
-    return jax.lax.switch(tier, [*(few(c) for c in caps), many], None)
+            return exact
+
+        def many(_):
+            return _pareto_mask_2d(o1, o2, left)
+
+        tier = jnp.searchsorted(jnp.asarray(caps), jnp.sum(left))  # first cap >= count; len(caps) when none
+        return jax.lax.switch(tier, [*(few(c) for c in caps), many], None)
+
+    return jax.lax.cond(copies, by_references, by_sorting, None)
+
+
+def _first_k(better, tied, k: int):
+    """``better`` and the first ``k - sum(better)`` entries of ``tied``, in position order.
+
+    The top-k rows of a chunk: the host breaks ties by row identity (job,
+    flat index), and positions in a chunk are in flat-index order, so of the
+    rows tied with the k-th only the first few can be kept. Keeping every
+    tied row instead overflows the compaction when a whole chunk ties (a
+    configuration inside one node has the same time for every network
+    setting), which then costs a second, full evaluation of the chunk.
+    """
+    room = k - jnp.sum(better)
+
+    def some(_):
+        return better | (tied & (jnp.cumsum(tied.astype(jnp.int32)) <= room))
+
+    return jax.lax.cond(jnp.sum(tied) <= room, lambda _: better | tied, some, None)
 
 
 def _floor_div(a, d):
@@ -447,7 +488,7 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         else:
             score = jnp.where(ok, objective[0], jnp.inf)
             kth = jnp.min(score) if keep.k == 1 else -jax.lax.top_k(-score, min(keep.k, width))[0][-1]
-            mask = ok & (score <= kth)  # every row tied with the k-th; the host breaks ties
+            mask = _first_k(ok & (score < kth), ok & (score == kth), keep.k)
         count = jnp.sum(mask).astype(jnp.int32)
         idx = _first_true(mask, compact, skip)  # one page: the candidates after the first ``skip``
         gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
@@ -591,6 +632,21 @@ class Again:
                 self.job, self.chunk, Keep("all"), self.dtype, self.devices
             )
         return self.compiled["full"](*self.inputs, self.info, np.int32(self.n_real), np.int32(0))
+
+
+def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Callable, tuple]:
+    """The job's chunk function, compiled, and its device inputs.
+
+    Tracing, lowering and compiling (or loading from the persistent cache)
+    happen here rather than at the first call, so a run can prepare the next
+    jobs' kernels on other threads while this one computes: tracing holds
+    the GIL but XLA's compute threads do not need it, and XLA compiles
+    without it. The result is called like :func:`build_chunk_fn`'s function.
+    """
+    fn, _compact = build_chunk_fn(job, chunk, keep, dtype, devices)
+    inputs = device_inputs(job, dtype, devices)
+    compiled = fn.lower(*inputs, decode_info(job, 0, chunk), np.int32(0), np.int32(0)).compile()
+    return compiled, inputs
 
 
 def device_inputs(job: Job, dtype, devices=None):

@@ -441,6 +441,19 @@ def test_keep_top_equals_the_smallest_of_the_full_output(grid, tmp_path):
     assert_same_rows(kept.rows, twins)  # kept rows are rows of the full output
 
 
+def test_keep_top_breaks_ties_by_row_order(grid, tmp_path):
+    """Memory does not depend on the bandwidth, so rows tie in tens and the 15th ties with the
+    16th. The rows kept are the first in (job, flat index) order, the full output's row order,
+    so a stable sort of the full output by memory gives them; chunks whose rows all tie keep
+    only as many as can win."""
+    kept = run_spec(tmp_path, "top-ties", GRID_SPEC, "--chunk", CHUNK, "--keep", "top:15:mem_bytes")
+    ranked = sorted((r for r in grid.rows if r["feasible"]), key=lambda r: r["mem_bytes"])
+    assert ranked[14]["mem_bytes"] == ranked[15]["mem_bytes"]
+    key = lambda r: tuple(r[c] for c in GRID_KEY)  # noqa: E731
+    assert [key(r) for r in kept.rows] == [key(r) for r in ranked[:15]]
+    assert_same_rows(kept.rows, ranked[:15])
+
+
 def test_only_feasible_is_the_feasible_subset(grid, tmp_path):
     only = run_spec(tmp_path, "feasible", GRID_SPEC, "--chunk", CHUNK, "--only-feasible")
     assert all(r["feasible"] for r in only.rows)
@@ -901,6 +914,39 @@ def test_device_pareto_prefilter_equals_the_exact_front(n, seed, levels):
     objs = rng.integers(0, levels, (n, 2)).astype(np.float32)
     objs[rng.random((n, 2)) < 0.01] = np.inf
     ok = rng.random(n) < 0.9
+    got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
+    want = np.zeros(n, dtype=bool)
+    want[ok] = pareto_mask(objs[ok].astype(np.float64))
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    n=st.sampled_from([300, 20_000, 70_000]),
+    seed=st.integers(0, 2**31),
+    run=st.sampled_from([1, 7, 128, 1000, 30_000]),
+    tie=st.sampled_from([1, 5, 100, 100_000]),
+    flaw=st.sampled_from(["none", "inf", "not ok", "odd rows"]),
+)
+def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
+    """Chunks shaped like a sweep's: the second objective constant over runs of rows (p an
+    outer axis), the first tied over runs of ``tie`` rows (a network setting that does not
+    matter). Most take the path that sorts only the blocks' reference rows; the flaws
+    (infinite objectives, rows that are not candidates, rows off their block's best) push
+    some onto the exact sorts. Every path must keep exactly the front."""
+    rng = np.random.default_rng(seed)
+    o2 = np.repeat(rng.integers(1, 6, -(-n // run)), run)[:n].astype(np.float32)
+    levels = rng.random(-(-n // tie)).astype(np.float32) * 10
+    o1 = np.repeat(levels, tie)[:n] + o2  # more GPUs, a worse time at the same setting
+    ok = np.ones(n, dtype=bool)
+    if flaw == "inf":
+        o1[rng.integers(0, n, 3)] = np.inf
+    elif flaw == "not ok":
+        ok = rng.random(n) < 0.9
+    elif flaw == "odd rows":
+        o2[rng.integers(0, n, 20)] = 0.5  # scattered rows with a smaller second objective
+    got = np.asarray(_device_pareto_fast(o1, o2, ok))
+    objs = np.stack([o1, o2], axis=1)
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
     want = np.zeros(n, dtype=bool)
     want[ok] = pareto_mask(objs[ok].astype(np.float64))
