@@ -316,6 +316,68 @@ def _pareto_2d(o1, o2, ok):
     return jax.lax.cond(copies, by_references, by_sorting, None)
 
 
+#: Most rows a top-k keeps by picking blocks (:func:`_top_k_rows`); more go through a mask.
+TOP_BLOCKS = 64
+#: Rows per block in :func:`_top_k_rows`.
+TOP_BLOCK = 256
+
+
+def _top_k_rows(score, k: int):
+    """Positions of the ``k`` smallest entries of ``score`` (ties: the lower position), and whether all are finite.
+
+    The k best rows lie in the k blocks of :data:`TOP_BLOCK` rows with the
+    least minima (ties: the lower block): a row outside them is beaten by
+    the best row of each of those k blocks. So one pass takes the block
+    minima, and ``lax.top_k`` (which keeps the lower index first among
+    equals) picks k blocks, then k rows among their ``k * TOP_BLOCK``:
+    no pass over the chunk to build a mask and compact it. Infinite scores
+    (rows that are not candidates, and candidates with an infinite
+    objective) cannot be told apart here, so a caller uses the picks only
+    when all are finite.
+    """
+    n = score.shape[0]
+    groups = -(-n // TOP_BLOCK)
+    inf = jnp.asarray(jnp.inf, score.dtype)
+    blocks = jnp.pad(score, (0, groups * TOP_BLOCK - n), constant_values=inf).reshape(groups, TOP_BLOCK)
+    _, which = jax.lax.top_k(-jnp.min(blocks, axis=1), min(k, groups))
+    which = jnp.sort(which)  # gathered rows in position order, so ties still go to the lower position
+    best, pos = jax.lax.top_k(-blocks[which].reshape(-1), k)
+    picks = (which[pos // TOP_BLOCK] * TOP_BLOCK + pos % TOP_BLOCK).astype(jnp.int32)
+    return picks, jnp.all(jnp.isfinite(best))
+
+
+def _top_k(objective, ok, k: int, size: int, skip):
+    """(mask, count, positions) of a chunk's top-k candidates, positions compacted to ``size``.
+
+    The ``k`` rows with the least objective among ``ok`` rows, ties to the
+    lower position (the host breaks ties by flat index, in the same order).
+    A NaN objective never qualifies. For small k the rows are picked by
+    blocks (:func:`_top_k_rows`); when fewer than k rows have a finite
+    objective, or k is large, by a mask over the chunk.
+    """
+    n = objective.shape[0]
+    ok = ok & ~jnp.isnan(objective)
+    score = jnp.where(ok, objective, jnp.inf)
+
+    def by_mask(_):
+        kth = jnp.min(score) if k == 1 else -jax.lax.top_k(-score, min(k, n))[0][-1]
+        mask = _first_k(ok & (score < kth), ok & (score == kth), k)
+        return mask, jnp.sum(mask).astype(jnp.int32), _first_true(mask, size, skip).astype(jnp.int32)
+
+    if k > TOP_BLOCKS or k > n:
+        return by_mask(None)
+    picks, exact = _top_k_rows(score, k)
+
+    def by_blocks(_):
+        mask = jnp.zeros(n, bool).at[picks].set(True)
+        count = (
+            picks[0] * 0 + k
+        )  # k, computed from per-device data as the other branch's count is (shard_map)
+        return mask, count.astype(jnp.int32), jnp.pad(jnp.sort(picks), (0, size - k))
+
+    return jax.lax.cond(exact, by_blocks, by_mask, None)
+
+
 def _first_k(better, tied, k: int):
     """``better`` and the first ``k - sum(better)`` entries of ``tied``, in position order.
 
@@ -485,12 +547,10 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         if keep.kind == "pareto":
             # two objectives reduce on the device; more are reduced exactly on the host
             mask = _pareto_2d(objective[0], objective[1], ok) if len(objective) == 2 else ok
+            count = jnp.sum(mask).astype(jnp.int32)
+            idx = _first_true(mask, compact, skip)  # one page: the candidates after the first ``skip``
         else:
-            score = jnp.where(ok, objective[0], jnp.inf)
-            kth = jnp.min(score) if keep.k == 1 else -jax.lax.top_k(-score, min(keep.k, width))[0][-1]
-            mask = _first_k(ok & (score < kth), ok & (score == kth), keep.k)
-        count = jnp.sum(mask).astype(jnp.int32)
-        idx = _first_true(mask, compact, skip)  # one page: the candidates after the first ``skip``
+            mask, count, idx = _top_k(objective[0], ok, keep.k, compact, skip)
         gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
         return ChunkOut(
             None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count

@@ -953,6 +953,39 @@ def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
     np.testing.assert_array_equal(got, want)
 
 
+_top_k = jax.jit(engine._top_k, static_argnums=(2, 3))
+
+
+@settings(deadline=None, max_examples=80)
+@given(
+    n=st.sampled_from([7, 300, 5_000, 70_000]),
+    seed=st.integers(0, 2**31),
+    k=st.sampled_from([1, 3, 64, 65, 200]),
+    levels=st.sampled_from([2, 50, 1_000_000]),
+    flaw=st.sampled_from(["none", "inf", "nan", "few ok"]),
+)
+def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
+    """The rows a chunk's top-k keeps: the k least objectives among ok rows (NaN never), ties
+    to the lower position, the order the host breaks ties in. Small k picks by blocks, large k
+    and chunks with fewer than k finite candidates go through a mask; both must agree."""
+    rng = np.random.default_rng(seed)
+    obj = rng.integers(0, levels, n).astype(np.float32)
+    ok = rng.random(n) < 0.9
+    if flaw == "inf":
+        obj[rng.random(n) < 0.3] = np.inf
+    elif flaw == "nan":
+        obj[rng.random(n) < 0.3] = np.nan
+    elif flaw == "few ok":
+        ok = rng.random(n) < 3 / n
+    size = max(k, 16)
+    mask, count, idx = (np.asarray(a) for a in _top_k(obj, ok, k, size, np.int32(0)))
+    valid = np.flatnonzero(ok & ~np.isnan(obj))
+    want = np.sort(valid[np.argsort(obj[valid], kind="stable")[:k]])
+    assert int(count) == len(want)
+    np.testing.assert_array_equal(np.sort(idx[: len(want)]), want)
+    np.testing.assert_array_equal(np.flatnonzero(mask), want)
+
+
 _first_true = jax.jit(engine._first_true, static_argnums=(1, 3))
 
 
