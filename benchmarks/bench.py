@@ -168,7 +168,10 @@ def rss_section(tmp: Path, sizes: list[int]) -> list[tuple[int, float, float]]:
             "import resource, sys;from sweep.cli import main;"
             f"sys.argv=['sweep','run',{str(spec)!r},'-o',{str(tmp / f'rss{size}')!r},'--overwrite',"
             "'--keep','pareto:t_epoch_s,p'];\ntry:\n main()\nexcept SystemExit:\n pass\n"
-            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+            # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so a child of this
+            # (large) process would report this process's peak
+            "hwm=[l for l in open('/proc/self/status') if l.startswith('VmHWM')] if sys.platform=='linux' else []\n"
+            "print('RSS', int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
         )
         t = time.perf_counter()
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

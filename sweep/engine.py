@@ -434,6 +434,13 @@ class ChunkOut(NamedTuple):
     count: Any = None
 
 
+# The reductions jitted on their own: traced and lowered once per chunk width and
+# reused by every job of a run (tracing them took about half of a warm start).
+_pareto_2d_jit = jax.jit(_pareto_2d)
+_top_k_jit = jax.jit(_top_k, static_argnums=(2, 3))
+_first_true_jit = jax.jit(_first_true, static_argnums=(1, 3))
+
+
 def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
     """A jitted ``f(net, machine, values, info, n_real, skip) -> ChunkOut`` and its compaction size.
 
@@ -546,11 +553,11 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         objective = [flat[c].astype(dtype) for c in keep.columns]
         if keep.kind == "pareto":
             # two objectives reduce on the device; more are reduced exactly on the host
-            mask = _pareto_2d(objective[0], objective[1], ok) if len(objective) == 2 else ok
+            mask = _pareto_2d_jit(objective[0], objective[1], ok) if len(objective) == 2 else ok
             count = jnp.sum(mask).astype(jnp.int32)
-            idx = _first_true(mask, compact, skip)  # one page: the candidates after the first ``skip``
+            idx = _first_true_jit(mask, compact, skip)  # one page: the candidates after the first ``skip``
         else:
-            mask, count, idx = _top_k(objective[0], ok, keep.k, compact, skip)
+            mask, count, idx = _top_k_jit(objective[0], ok, keep.k, compact, skip)
         gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
         return ChunkOut(
             None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count
