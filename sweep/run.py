@@ -611,20 +611,25 @@ class Reducer:
                 np.zeros((0, 2), np.int64),
                 np.zeros(0, np.int32),
             )
-        values, limit, ids, codes = zip(*self.parts, strict=True)
-        joined = (
-            np.concatenate(values, axis=1),
-            np.concatenate(limit),
-            np.concatenate(ids),
-            np.concatenate(codes),
-        )
-        self.parts = [joined]
-        ids = joined[2]
+        # one copy of the rows at a time: the blocks are released once joined, the joined
+        # rows once ordered (a front can hold millions of tied rows)
+        parts, self.parts = self.parts, []
+        columns = [list(c) for c in zip(*parts, strict=True)]
+        del parts
+        joined = []
+        for i in range(4):
+            joined.append(np.concatenate(columns[i], axis=1 if i == 0 else 0))
+            columns[i] = []
+        values, limit, ids, codes = joined
+        del joined
         if self.keep.kind == "pareto":
             order = np.lexsort((ids[:, 1], ids[:, 0]))
         else:  # the kept rows are the k best: ordering them all is ordering the top k
-            order = top_k_order(joined[0][self.obj_rows[0]], ids[:, 0] * (1 << 40) + ids[:, 1], len(ids))
-        return (joined[0][:, order], joined[1][order], ids[order], joined[3][order])
+            order = top_k_order(values[self.obj_rows[0]], ids[:, 0] * (1 << 40) + ids[:, 1], len(ids))
+        values = values[:, order]
+        limit, ids, codes = limit[order], ids[order], codes[order]
+        self.parts = [(values, limit, ids, codes)]
+        return values, limit, ids, codes
 
     def _reduce(self) -> None:
         if self.pending == 0:
@@ -658,7 +663,15 @@ class Reducer:
         values, limit, _ids, codes = self._ordered()
         ni = len(self.schema.int_columns)
         ints = np.rint(values[:ni]).astype(np.int32)
-        return self.schema.table(self._labels(codes), ints, values[ni:], limit)
+        # label codes -> (model, machine, strategy) positions in the schema's dictionaries
+        lookup = np.zeros((max(len(self.label_codes), 1), 3), dtype=np.int32)
+        for (model, machine, strategy), code in self.label_codes.items():
+            lookup[code] = (
+                self.schema.models.index(model),
+                self.schema.machines.index(machine),
+                self.schema.strategies.index(strategy),
+            )
+        return self.schema.table(lookup[codes], ints, values[ni:], limit)
 
     def state_table(self) -> pa.Table:
         """The running result with row identities, for a checkpoint or a shard's result."""

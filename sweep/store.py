@@ -143,8 +143,9 @@ class Schema:
     ) -> pa.Table:
         """A table from a chunk's ``ints [Fi, n]``, ``floats [Ff, n]`` and limit codes ``[n]``.
 
-        ``labels`` is one (model, machine, strategy) for every row, or an
-        ``[n, 3]`` array of them.
+        ``labels`` is one (model, machine, strategy) for every row, an
+        ``[n, 3]`` array of them, or an ``[n, 3]`` integer array of their
+        positions in :attr:`models`, :attr:`machines` and :attr:`strategies`.
         """
         n = len(limit)
         wanted = set(self.all_names() if self.columns is None else self.columns)
@@ -154,7 +155,9 @@ class Schema:
             (("model", self.models), ("machine", self.machines), ("strategy", self.strategies))
         ):
             if name in wanted:
-                if rows is not None:
+                if rows is not None and np.issubdtype(rows.dtype, np.integer):
+                    codes = rows[:, j].astype(np.int32)
+                elif rows is not None:
                     uniq, inverse = np.unique(rows[:, j].astype(str), return_inverse=True)
                     codes = np.array([names.index(v) for v in uniq], dtype=np.int32)[inverse.reshape(-1)]
                 else:
