@@ -16,6 +16,7 @@ rows written, the running reduction and the manifest.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -489,25 +490,27 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     opts = run.opts
     writer = _Writer(run.part_writer, run.schema, run.record)
     writer.start()
-    # Jobs with chunks left, each kernel prepared ahead on a few threads while
-    # earlier jobs compute (a warm start traces and lowers each kernel: about
-    # 0.3 s apiece on a CPU, as long as a small job's chunks take).
-    work = [
-        (span, units, head)
-        for span in run.spans
-        for units in [run.units(span)]
-        for head in [next(units, None)]
-    ]
-    work = [w for w in work if w[2] is not None]
+    # Jobs with chunks left. The next few jobs' kernels are prepared on other threads
+    # while a job computes: a warm start traces and lowers each kernel (0.3-0.8 s
+    # apiece on a CPU, as long as a small job's chunks take). At most PREPARE_THREADS
+    # jobs ahead, so a plan of many jobs does not hold every compiled kernel at once.
+    work = []
+    for span in run.spans:
+        units = run.units(span)
+        head = next(units, None)
+        if head is not None:
+            work.append((span, units, head))
     pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="sweep-prepare")
-    kernels = [
-        pool.submit(engine.prepare, span.job, opts.chunk, opts.keep, run.dtype)
-        for span, _units, _head in work
-    ]
+    ahead: collections.deque = collections.deque()  # kernels of jobs i, i+1, ... being prepared
+    submitted = 0
     try:
-        for (span, units, head), kernel in zip(work, kernels, strict=True):
+        for i, (span, units, head) in enumerate(work):
+            while submitted < len(work) and submitted <= i + PREPARE_THREADS:
+                upcoming = work[submitted][0].job
+                ahead.append(pool.submit(engine.prepare, upcoming, opts.chunk, opts.keep, run.dtype))
+                submitted += 1
+            fn, (net, machine, values) = ahead.popleft().result()
             job = span.job
-            fn, (net, machine, values) = kernel.result()
             again = engine.Again(job, opts.chunk, run.dtype, fn, (net, machine, values))
             pending = None
             for unit in itertools.chain([head], units, [None]):
