@@ -35,6 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sweep import engine, store
@@ -578,13 +579,21 @@ class Reducer:
     def __init__(self, keep: Keep, schema: store.Schema):
         self.keep = keep
         self.schema = schema
+        self.ni = len(schema.int_columns)
         self.names = (*schema.int_columns, *schema.float_columns)
-        self.obj_rows = [self.names.index(c) for c in keep.columns]
-        # blocks of (values [columns, n] float64, limit, ids [n, 2] (job, index), label codes)
-        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.float_dtype = np.dtype(schema.float_type.to_pandas_dtype())
+        # where each objective is: (0, row of ints) or (1, row of floats)
+        self.objectives = [self._at(c) for c in keep.columns]
+        # blocks of (ints [Fi, n] int32, floats [Ff, n] in the run's float type, limit,
+        # ids [n, 2] (job, flat index), label codes): about 100 bytes a row in float32
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.kept = 0  # rows after the last reduction
         self.pending = 0  # rows added since
         self.label_codes: dict[tuple[str, str, str], int] = {}  # (model, machine, strategy) -> code
+
+    def _at(self, column: str) -> tuple[int, int]:
+        i = self.names.index(column)
+        return (0, i) if i < self.ni else (1, i - self.ni)
 
     def __len__(self) -> int:
         self._reduce()
@@ -592,66 +601,77 @@ class Reducer:
 
     def add(self, job: int, labels: tuple[str, str, str], index: np.ndarray, found: engine.Survivors) -> None:
         """Candidate rows of ``job`` at flat indices ``index``."""
-        block = np.concatenate([found.ints.astype(np.float64), found.floats.astype(np.float64)])
         ids = np.stack([np.full(len(index), job, dtype=np.int64), index.astype(np.int64)], axis=1)
         code = self.label_codes.setdefault(tuple(labels), len(self.label_codes))  # type: ignore[arg-type]
-        self._append(block, found.limit.astype(np.int8), ids, np.full(len(index), code, np.int32))
+        self._append(
+            found.ints.astype(np.int32),
+            found.floats.astype(self.float_dtype),
+            found.limit.astype(np.int8),
+            ids,
+            np.full(len(index), code, np.int32),
+        )
         if self.pending >= max(self.kept, REDUCE_ROWS):
             self._reduce()
 
-    def _append(self, values, limit, ids, codes) -> None:
+    def _append(self, ints, floats, limit, ids, codes) -> None:
         if len(limit):
-            self.parts.append((values, limit, ids, codes))
+            self.parts.append((ints, floats, limit, ids, codes))
         self.pending += len(limit)
 
-    def _ordered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _objective(self, k: int) -> np.ndarray:
+        """Objective ``k`` of every buffered row, as float64."""
+        kind, row = self.objectives[k]
+        return np.concatenate([p[kind][row] for p in self.parts]).astype(np.float64)
+
+    def _ordered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every kept row in output order: Pareto in (job, index) order, top-k best first."""
         self._reduce()
         if not self.parts:
             return (
-                np.zeros((len(self.names), 0)),
+                np.zeros((self.ni, 0), np.int32),
+                np.zeros((len(self.names) - self.ni, 0), self.float_dtype),
                 np.zeros(0, np.int8),
                 np.zeros((0, 2), np.int64),
                 np.zeros(0, np.int32),
             )
-        # one copy of the rows at a time: the blocks are released once joined, the joined
-        # rows once ordered (a front can hold millions of tied rows)
+        if self.keep.kind == "pareto":
+            ids = np.concatenate([p[3] for p in self.parts])
+            order = np.lexsort((ids[:, 1], ids[:, 0]))
+        else:  # the kept rows are the k best: ordering them all is ordering the top k
+            ids = np.concatenate([p[3] for p in self.parts])
+            order = top_k_order(self._objective(0), ids[:, 0] * (1 << 40) + ids[:, 1], len(ids))
+        # one copy of the rows at a time: each column is joined and ordered, then its
+        # blocks are released (a front can hold millions of tied rows)
         parts, self.parts = self.parts, []
         columns = [list(c) for c in zip(*parts, strict=True)]
         del parts
         joined = []
-        for i in range(4):
-            joined.append(np.concatenate(columns[i], axis=1 if i == 0 else 0))
+        for i in range(5):
+            whole = np.concatenate(columns[i], axis=1 if i < 2 else 0)
             columns[i] = []
-        values, limit, ids, codes = joined
-        del joined
-        if self.keep.kind == "pareto":
-            order = np.lexsort((ids[:, 1], ids[:, 0]))
-        else:  # the kept rows are the k best: ordering them all is ordering the top k
-            order = top_k_order(values[self.obj_rows[0]], ids[:, 0] * (1 << 40) + ids[:, 1], len(ids))
-        values = values[:, order]
-        limit, ids, codes = limit[order], ids[order], codes[order]
-        self.parts = [(values, limit, ids, codes)]
-        return values, limit, ids, codes
+            joined.append(whole[..., order] if i < 2 else whole[order])
+            del whole
+        ints, floats, limit, ids, codes = joined
+        self.parts = [(ints, floats, limit, ids, codes)]
+        return ints, floats, limit, ids, codes
 
     def _reduce(self) -> None:
         if self.pending == 0:
             return
-        objectives = np.stack([np.concatenate([p[0][r] for p in self.parts]) for r in self.obj_rows], axis=1)
         if self.keep.kind == "pareto":
-            kept = pareto_mask(objectives)
+            kept = pareto_mask(np.stack([self._objective(k) for k in range(len(self.objectives))], axis=1))
         else:  # the k best, ties by (job, index)
-            ids = np.concatenate([p[2] for p in self.parts])
+            ids = np.concatenate([p[3] for p in self.parts])
             kept = np.zeros(len(ids), dtype=bool)
-            kept[top_k_order(objectives[:, 0], ids[:, 0] * (1 << 40) + ids[:, 1], self.keep.k)] = True
+            kept[top_k_order(self._objective(0), ids[:, 0] * (1 << 40) + ids[:, 1], self.keep.k)] = True
         parts, first = [], 0
         for part in self.parts:
-            mine = kept[first : first + len(part[1])]
-            first += len(part[1])
+            mine = kept[first : first + len(part[2])]
+            first += len(part[2])
             if mine.all():
                 parts.append(part)
             elif mine.any():
-                parts.append((part[0][:, mine], part[1][mine], part[2][mine], part[3][mine]))
+                parts.append((part[0][:, mine], part[1][:, mine], *(a[mine] for a in part[2:])))
         self.parts = parts
         self.kept, self.pending = int(kept.sum()), 0
 
@@ -663,9 +683,7 @@ class Reducer:
         return table[codes].reshape(len(codes), 3)
 
     def table(self) -> pa.Table:
-        values, limit, _ids, codes = self._ordered()
-        ni = len(self.schema.int_columns)
-        ints = np.rint(values[:ni]).astype(np.int32)
+        ints, floats, limit, _ids, codes = self._ordered()
         # label codes -> (model, machine, strategy) positions in the schema's dictionaries
         lookup = np.zeros((max(len(self.label_codes), 1), 3), dtype=np.int32)
         for (model, machine, strategy), code in self.label_codes.items():
@@ -674,32 +692,51 @@ class Reducer:
                 self.schema.machines.index(machine),
                 self.schema.strategies.index(strategy),
             )
-        return self.schema.table(lookup[codes], ints, values[ni:], limit)
+        return self.schema.table(lookup[codes], ints, floats, limit)
 
     def state_table(self) -> pa.Table:
-        """The running result with row identities, for a checkpoint or a shard's result."""
-        values, limit, ids, codes = self._ordered()
-        cols: dict[str, Any] = {f"v{i}": values[i] for i in range(values.shape[0])}
+        """The running result with row identities, for a checkpoint or a shard's result.
+
+        Columns ``v0, v1, ...`` are the values in :attr:`names` order (int32,
+        then the run's float type; state files written before held float64),
+        ``limit``, ``job``, ``index`` and the three labels, dictionary-encoded.
+        """
+        ints, floats, limit, ids, codes = self._ordered()
+        cols: dict[str, Any] = {f"v{i}": ints[i] for i in range(self.ni)}
+        cols.update((f"v{self.ni + i}", floats[i]) for i in range(floats.shape[0]))
         cols["limit"] = limit
         cols["job"] = ids[:, 0]
         cols["index"] = ids[:, 1]
         names = self._labels(np.arange(len(self.label_codes), dtype=np.int32))
         for j, name in enumerate(("model", "machine", "strategy")):
             dictionary = pa.array([str(v) for v in names[:, j]], pa.string())
-            cols[name] = pa.DictionaryArray.from_arrays(codes, dictionary).cast(pa.string())
+            cols[name] = pa.DictionaryArray.from_arrays(codes, dictionary)
         return pa.table(cols)
 
     def load(self, path: Path) -> None:
         """Add the rows of a state file (a checkpoint, or a shard's result) and reduce."""
         t = pq.read_table(path)
-        n = len(self.names)
-        values = np.stack([t.column(f"v{i}").to_numpy() for i in range(n)]) if len(t) else np.zeros((n, 0))
+        n = len(t)
+        ints = np.zeros((self.ni, n), np.int32)
+        floats = np.zeros((len(self.names) - self.ni, n), self.float_dtype)
+        for i in range(len(self.names)):
+            col = t.column(f"v{i}").to_numpy()
+            if i < self.ni:
+                ints[i] = np.rint(col)
+            else:
+                floats[i - self.ni] = col
         ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(np.int64)
-        labels = zip(*(t.column(c).to_pylist() for c in ("model", "machine", "strategy")), strict=True)
-        codes = np.array(
-            [self.label_codes.setdefault(tuple(row), len(self.label_codes)) for row in labels], np.int32
-        )
-        self._append(values, t.column("limit").to_numpy().astype(np.int8), ids.reshape(len(t), 2), codes)
+        # labels to this reducer's codes, through each file's distinct (model, machine, strategy)
+        labels = pa.table({c: t.column(c).cast(pa.string()) for c in ("model", "machine", "strategy")})
+        distinct = labels.group_by(["model", "machine", "strategy"]).aggregate([]).to_pylist()
+        codes = np.zeros(n, np.int32)
+        for row in distinct:
+            key = (row["model"], row["machine"], row["strategy"])
+            here = np.ones(n, dtype=bool)
+            for c in ("model", "machine", "strategy"):
+                here &= pc.equal(labels.column(c), row[c]).to_numpy(zero_copy_only=False)
+            codes[here] = self.label_codes.setdefault(key, len(self.label_codes))
+        self._append(ints, floats, t.column("limit").to_numpy().astype(np.int8), ids.reshape(n, 2), codes)
         self._reduce()
 
 
