@@ -604,8 +604,8 @@ class Reducer:
         ids = np.stack([np.full(len(index), job, dtype=np.int64), index.astype(np.int64)], axis=1)
         code = self.label_codes.setdefault(tuple(labels), len(self.label_codes))  # type: ignore[arg-type]
         self._append(
-            found.ints.astype(np.int32),
-            found.floats.astype(self.float_dtype),
+            found.ints.astype(np.int32, copy=False),
+            found.floats.astype(self.float_dtype, copy=False),
             found.limit.astype(np.int8),
             ids,
             np.full(len(index), code, np.int32),
