@@ -24,6 +24,8 @@ def pareto_mask(objectives: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=bool)
     finite = np.asarray(~np.isnan(objs).any(axis=1), dtype=bool)
+    if k == 2:
+        return _pareto_mask_2(objs[:, 0], objs[:, 1], finite)
     order = np.lexsort(objs[:, ::-1].T)
     order = order[finite[order]]
     s = objs[order]
@@ -34,12 +36,6 @@ def pareto_mask(objectives: np.ndarray) -> np.ndarray:
     head_idx = np.maximum.accumulate(np.where(head, np.arange(len(s)), 0))
     if k == 1:
         keep = s[:, 0] == s[0, 0]
-    elif k == 2:
-        cm = np.minimum.accumulate(s[:, 1])
-        cm_excl = np.concatenate([[np.inf], cm[:-1]])
-        # a group of equal rows survives when nothing sorts before it (it holds the lexicographic
-        # minimum) or every earlier row has a larger o2 (comparing with the running minimum)
-        keep = (head_idx == 0) | (cm_excl[head_idx] > s[:, 1])
     else:
         keep_heads = np.zeros(len(s), dtype=bool)
         front = np.empty((0, k))
@@ -52,6 +48,41 @@ def pareto_mask(objectives: np.ndarray) -> np.ndarray:
         keep = keep_heads[head_idx]
     out = np.zeros(n, dtype=bool)
     out[order[keep]] = True
+    return out
+
+
+def _pareto_mask_2(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> np.ndarray:
+    """:func:`pareto_mask` of two objectives, with few temporaries of the rows' length.
+
+    Sort by (a, b); a group of equal rows survives when nothing sorts before
+    it (it holds the lexicographic minimum) or every earlier row has a larger
+    b (compared with the running minimum of b before the group). Fronts of
+    millions of tied rows are reduced here, so memory matters.
+    """
+    n = len(a)
+    order = np.lexsort((b, a))
+    if not finite.all():
+        order = order[finite[order]]
+    out = np.zeros(n, dtype=bool)
+    m = len(order)
+    if m == 0:
+        return out
+    sb = b[order]
+    head = np.empty(m, dtype=bool)
+    head[0] = True
+    sa = a[order]
+    np.not_equal(sa[1:], sa[:-1], out=head[1:])
+    del sa
+    head[1:] |= sb[1:] != sb[:-1]
+    starts = np.flatnonzero(head)
+    del head
+    before = np.empty(m)  # least b strictly before each row
+    before[0] = np.inf
+    np.minimum.accumulate(sb[:-1], out=before[1:])
+    # a group's verdict is decided at its first row: compare there, then spread over the group
+    verdict = (starts == 0) | (before[starts] > sb[starts])
+    del before
+    out[order[np.repeat(verdict, np.diff(np.append(starts, m)))]] = True
     return out
 
 
