@@ -510,7 +510,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                 upcoming = work[submitted][0].job
                 ahead.append(pool.submit(engine.prepare, upcoming, opts.chunk, opts.keep, run.dtype))
                 submitted += 1
-            fn, (net, machine, values) = ahead.popleft().result()
+            fn, (net, machine, values), whole = ahead.popleft().result()
             job = span.job
             again = engine.Again(job, opts.chunk, run.dtype, fn, (net, machine, values))
             pending = None
@@ -527,7 +527,10 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                         rows = chunk_rows(job, outputs, opts.only_feasible)
                         writer.put((run.part_name(job.index, p_number), job.index, p_number, *rows))
                     else:
-                        found = engine.survivors(outputs, again.at(p_info, p_real))
+                        if whole:
+                            found = engine.host_candidates(outputs, opts.keep)
+                        else:
+                            found = engine.survivors(outputs, again.at(p_info, p_real))
                         run.add_survivors(job, p_number, p_start, found)
                     run.advance(p_real, progress)
                 pending = current

@@ -441,6 +441,28 @@ def test_keep_top_equals_the_smallest_of_the_full_output(grid, tmp_path):
     assert_same_rows(kept.rows, twins)  # kept rows are rows of the full output
 
 
+@pytest.mark.parametrize("keep", ["pareto:t_epoch_s,p", "top:15:mem_bytes"])
+def test_keep_of_jobs_within_one_chunk_reduces_on_the_host(grid, tmp_path, monkeypatch, keep):
+    """Jobs of one chunk or less return every row and the host picks the candidates (their
+    reducing programs would take longer to compile than to run): the same rows are kept."""
+    calls = []
+    real = engine.host_candidates
+    monkeypatch.setattr(engine, "host_candidates", lambda *a: calls.append(1) or real(*a))
+    big = str(len(grid.rows))  # every job fits in one chunk
+    kept = run_spec(tmp_path, "whole", GRID_SPEC, "--chunk", big, "--keep", keep)
+    assert len(calls) == 3  # one chunk of each of the three jobs
+    feasible = [r for r in grid.rows if r["feasible"]]
+    if keep.startswith("pareto"):
+        objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
+        want = [r for r, k in zip(feasible, pareto_mask(objectives), strict=True) if k]
+        assert_same_rows(kept.rows, want)
+    else:  # best first, ties in row order (a stable sort of the full output)
+        want = sorted(feasible, key=lambda r: r["mem_bytes"])[:15]
+        key = lambda r: tuple(r[c] for c in GRID_KEY)  # noqa: E731
+        assert [key(r) for r in kept.rows] == [key(r) for r in want]
+    assert sorted(engine.TRACES.values()) == [1, 1, 1]  # one program per job
+
+
 def test_keep_top_breaks_ties_by_row_order(grid, tmp_path):
     """Memory does not depend on the bandwidth, so rows tie in tens and the 15th ties with the
     16th. The rows kept are the first in (job, flat index) order, the full output's row order,
