@@ -370,10 +370,10 @@ def _top_k(objective, ok, k: int, size: int, skip):
 
     def by_blocks(_):
         mask = jnp.zeros(n, bool).at[picks].set(True)
-        count = (
-            picks[0] * 0 + k
-        )  # k, computed from per-device data as the other branch's count is (shard_map)
-        return mask, count.astype(jnp.int32), jnp.pad(jnp.sort(picks), (0, size - k))
+        # k, computed from per-device data as the other branch's count is (under shard_map
+        # both branches must vary over the device axis alike)
+        count = (picks[0] * 0 + k).astype(jnp.int32)
+        return mask, count, jnp.pad(jnp.sort(picks), (0, size - k))
 
     return jax.lax.cond(exact, by_blocks, by_mask, None)
 
