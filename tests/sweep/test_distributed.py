@@ -223,19 +223,23 @@ def test_forced_cpu_devices_give_the_same_rows(spec, reference, tmp_path):
 # ----------------------------------------------------------------------------- shards
 
 KILLED_SHARD = """
-import os, sys
+import os, sys, time
 from pathlib import Path
 from sweep.grid import load_spec, parse_spec, plan
 from sweep.run import RunOptions, Shard, run_sweep
 
 calls = [0]
+out = Path(sys.argv[2])
 
 def progress(done, total, elapsed):
     calls[0] += 1
-    if calls[0] == 6:  # 6 chunks queued: with 2 waiting and 1 in hand, 3 written
-        os._exit(9)  # killed: no clean-up, the writer thread may be mid-file
+    if calls[0] == 6:  # 6 chunks queued; once a writer thread has finished a part file,
+        deadline = time.time() + 60  # (they write while this thread waits) die mid-run
+        while not list(out.glob("part-*.parquet")) and time.time() < deadline:
+            time.sleep(0.01)
+        os._exit(9)  # killed: no clean-up, a writer thread may be mid-file
 
-run_sweep(plan(load_spec(sys.argv[1])), RunOptions(out=Path(sys.argv[2]), chunk={chunk}, shard=Shard(0, 2)), progress)
+run_sweep(plan(load_spec(sys.argv[1])), RunOptions(out=out, chunk={chunk}, shard=Shard(0, 2)), progress)
 """
 
 
