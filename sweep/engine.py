@@ -625,6 +625,16 @@ def positions(out: ChunkOut, where: np.ndarray) -> np.ndarray:
     return where - device * block - lead[device]
 
 
+def _rows_at(every: ChunkOut, where: np.ndarray, local: np.ndarray) -> Survivors:
+    """Rows ``where`` of a chunk evaluated with every column kept, at chunk offsets ``local``."""
+    return Survivors(
+        np.asarray(every.ints)[:, where],
+        np.asarray(every.floats)[:, where],
+        np.asarray(every.limit)[where],
+        local,
+    )
+
+
 def survivors(out: ChunkOut, again: Again) -> Survivors:
     """Copy a reducing chunk's candidates to the host.
 
@@ -640,13 +650,7 @@ def survivors(out: ChunkOut, again: Again) -> Survivors:
     width = out.sel.shape[0] // len(counts)
     if (counts > PAGES * width).any():
         where = np.flatnonzero(np.asarray(out.mask))
-        every = again.full()
-        return Survivors(
-            np.asarray(every.ints)[:, where],
-            np.asarray(every.floats)[:, where],
-            np.asarray(every.limit)[where],
-            positions(out, where),
-        )
+        return _rows_at(again.full(), where, positions(out, where))
     parts, skip = [], 0
     while True:
         taken = np.clip(counts - skip, 0, width)
@@ -730,12 +734,11 @@ def host_candidates(out: ChunkOut, keep: Keep) -> Survivors:
     top-k) with a number as objective; the host's reduction then keeps
     exactly what the device's would have let through.
     """
-    floats, limit = np.asarray(out.floats), np.asarray(out.limit)
-    ok = np.asarray(out.mask) & (limit == 0)
+    ok = np.asarray(out.mask) & (np.asarray(out.limit) == 0)
     if keep.kind == "top" and keep.columns[0] in RESULT_COLUMNS:
-        ok &= ~np.isnan(floats[RESULT_COLUMNS.index(keep.columns[0])])
+        ok &= ~np.isnan(np.asarray(out.floats)[RESULT_COLUMNS.index(keep.columns[0])])
     where = np.flatnonzero(ok)
-    return Survivors(np.asarray(out.ints)[:, where], floats[:, where], limit[where], positions(out, where))
+    return _rows_at(out, where, positions(out, where))
 
 
 def device_inputs(job: Job, dtype, devices=None):
