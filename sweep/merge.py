@@ -18,7 +18,8 @@ from pathlib import Path
 
 from sweep import store
 from sweep.errors import InputError
-from sweep.run import KEEP_PART, Reducer, parse_keep
+from sweep.reducer import Reducer
+from sweep.run import KEEP_PART, parse_keep
 
 
 @dataclass
@@ -93,12 +94,15 @@ def merge(folder: Path) -> MergeSummary:
     keep_text = run_key["keep"]
     if keep_text != "all":
         schema = store.Schema.from_json(first["schema"])
-        reducer = Reducer(parse_keep(keep_text, (*schema.int_columns, *schema.float_columns)), schema)
-        for k in range(n):
-            reducer.load(folder / manifests[k]["keep_state"])
-        writer = store.PartWriter(folder, schema.arrow(), first.get("compression", "zstd"))
-        writer.write(KEEP_PART, reducer.table())
-        rows = len(reducer)
+        keep = parse_keep(keep_text, (*schema.int_columns, *schema.float_columns))
+        reducer = Reducer(keep, schema, folder, "_spill-merge-")
+        try:
+            for k in range(n):
+                reducer.load(folder / manifests[k]["keep_state"])
+            writer = store.PartWriter(folder, schema.arrow(), first.get("compression", "zstd"))
+            rows = writer.write_tables(KEEP_PART, reducer.tables())
+        finally:
+            reducer.discard_spills()
     else:
         rows = sum(int(m["rows"]) for m in manifests.values())
     jobs: dict[int, dict] = {}

@@ -35,20 +35,16 @@ from typing import Any
 import jax
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from sweep import engine, store
 from sweep.engine import Keep
 from sweep.errors import InputError
 from sweep.evaluate import RESULT_COLUMNS
 from sweep.grid import Job, Plan
-from sweep.pareto import pareto_mask, top_k_order
+from sweep.reducer import Reducer, write_state
 
 CHECKPOINT_S = 5.0
 KEEP_PART = "part-keep.parquet"
-#: Buffered reduction candidates that trigger a reduction even when few rows are kept.
-REDUCE_ROWS = 1 << 16
 #: Part files written at once by a local run (one core each while encoding).
 WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
 #: Kernels traced and compiled at once ahead of the job computing.
@@ -311,12 +307,21 @@ class _Run:
         self.part_writer = store.PartWriter(
             self.folder, schema.arrow(), opts.compression, schema.statistics_columns()
         )
-        self.reducer = Reducer(opts.keep, schema) if opts.keep.reduces else None
+        self.reducer = None
         self.keep_seq = int(self.previous.get("keep_seq", 0))
-        if self.reducer is not None and self.previous.get("keep_state"):
-            self.reducer.load(self.folder / self.previous["keep_state"])
-            self.manifest["keep_state"] = self.previous["keep_state"]
-            self.manifest["keep_seq"] = self.keep_seq
+        if opts.keep.reduces:
+            prefix = f"_spill-{self.tag}-" if self.tag else "_spill-"
+            self.reducer = Reducer(opts.keep, schema, self.folder, prefix)
+            spills = list(self.previous.get("keep_spill", []))
+            for f in self.folder.glob(f"{prefix}[0-9]*.parquet"):
+                if f.name not in spills:  # written after the last checkpoint: its rows are not done
+                    f.unlink()
+            self.reducer.adopt(spills)
+            self.manifest["keep_spill"] = spills
+            if self.previous.get("keep_state"):
+                self.reducer.load(self.folder / self.previous["keep_state"])
+                self.manifest["keep_state"] = self.previous["keep_state"]
+                self.manifest["keep_seq"] = self.keep_seq
         self.last_checkpoint = time.perf_counter()
         self.checkpoint_s = 0.0  # how long the last checkpoint took
         self.total_points = sum(s.hi - s.lo for s in self.spans)
@@ -362,7 +367,8 @@ class _Run:
         self.reducer.add(job.index, _labels(job), start + found.local.astype(np.int64), found)
         with self.lock:
             self.done.mark(job.index, number)
-        if time.perf_counter() - self.last_checkpoint >= max(CHECKPOINT_S, 10 * self.checkpoint_s):
+        spilled = self.reducer.spills != self.manifest["keep_spill"]  # rows left memory: record where
+        if spilled or time.perf_counter() - self.last_checkpoint >= max(CHECKPOINT_S, 10 * self.checkpoint_s):
             self.checkpoint()
 
     def advance(self, points: int, progress: Callable[[int, int, float], None] | None) -> None:
@@ -373,7 +379,9 @@ class _Run:
             progress(self.points_done, self.total_points, time.perf_counter() - self.started)
 
     def checkpoint(self) -> None:
-        """Write the running reduction and the done chunks together (state file, then manifest)."""
+        """Write the running reduction and the done chunks together (state file, then manifest).
+
+        The state file holds the rows in memory; the manifest also lists the spills."""
         assert self.reducer is not None
         began = time.perf_counter()
         self.keep_seq += 1
@@ -384,6 +392,7 @@ class _Run:
         with self.lock:
             self.manifest["keep_state"] = name
             self.manifest["keep_seq"] = self.keep_seq
+            self.manifest["keep_spill"] = list(self.reducer.spills)
             self.save_manifest()
         if old and old != name:
             (self.folder / old).unlink(missing_ok=True)
@@ -392,13 +401,7 @@ class _Run:
 
     def _write_state(self, name: str) -> None:
         assert self.reducer is not None
-        final = self.folder / name
-        tmp = store.temporary(final)
-        try:
-            pq.write_table(self.reducer.state_table(), tmp)
-            tmp.replace(final)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_state(self.folder / name, [self.reducer.state_table()])
 
     def finish(self) -> None:
         """Seal the run: the reduction's result, then ``complete`` in the manifest.
@@ -409,20 +412,22 @@ class _Run:
         """
         if self.reducer is not None:
             if self.tag is None:
-                self.manifest["rows"] = len(self.reducer)
-                self.part_writer.write(KEEP_PART, self.reducer.table())
+                rows = self.part_writer.write_tables(KEEP_PART, self.reducer.tables())
                 self.manifest.pop("keep_state", None)
             else:
                 name = f"_keep-{self.tag}.parquet"
-                self._write_state(name)
+                rows = write_state(self.folder / name, self.reducer.state_tables())
                 self.manifest["keep_state"] = name
-                self.manifest["rows"] = len(self.reducer)
-            checkpoints = f"_keep-{self.tag}-*.parquet" if self.tag else "_keep-[0-9]*.parquet"
-            for f in self.folder.glob(checkpoints):
-                f.unlink()
+            self.manifest["rows"] = rows
+            self.manifest.pop("keep_spill", None)
         with self.lock:
             self.manifest["complete"] = True
             self.save_manifest()
+        if self.reducer is not None:  # once the manifest no longer names them
+            checkpoints = f"_keep-{self.tag}-*.parquet" if self.tag else "_keep-[0-9]*.parquet"
+            for f in self.folder.glob(checkpoints):
+                f.unlink()
+            self.reducer.discard_spills()
         store.remove_temporaries(self.folder, self.tag)  # of a worker or shard killed mid-write
 
     def interrupted(self) -> None:
@@ -561,190 +566,6 @@ def chunk_rows(job: Job, out: engine.ChunkOut, only_feasible: bool):
 
 def _labels(job: Job) -> tuple[str, str, str]:
     return (job.bound.model.name, job.bound.profile.name, job.strategy)
-
-
-def _identity(ids: np.ndarray) -> np.ndarray:
-    """One sortable key per row from its (job, flat index), the order ties are broken in."""
-    return ids[:, 0] * (1 << 40) + ids[:, 1]
-
-
-class Reducer:
-    """Running Pareto front or top-k over chunk survivors, with the identity (job, index) of each row.
-
-    Ties are broken by identity, so the result does not depend on the order
-    chunks arrive in: local, Dask and sharded runs keep the same rows.
-    Candidates are buffered and reduced together once they outnumber the
-    rows kept so far (or :data:`REDUCE_ROWS`), so a front of many tied rows
-    is re-sorted O(log n) times, not once per chunk; reading the result
-    (:meth:`table`, :meth:`state_table`, ``len``) reduces first.
-
-    Rows stay in the blocks they arrived in: a reduction sorts only the
-    objective columns and copies a block only when it loses some rows, and
-    rows are put in output order only when the result is read. A front of
-    700,000 tied rows is not copied again at every reduction.
-    """
-
-    def __init__(self, keep: Keep, schema: store.Schema):
-        self.keep = keep
-        self.schema = schema
-        self.ni = len(schema.int_columns)
-        self.names = (*schema.int_columns, *schema.float_columns)
-        self.float_dtype = np.dtype(schema.float_type.to_pandas_dtype())
-        # where each objective is: (0, row of ints) or (1, row of floats)
-        self.objectives = [self._at(c) for c in keep.columns]
-        # blocks of (ints [Fi, n] int32, floats [Ff, n] in the run's float type, limit,
-        # ids [n, 2] (job, flat index), label codes): about 100 bytes a row in float32
-        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        self.kept = 0  # rows after the last reduction
-        self.pending = 0  # rows added since
-        self.label_codes: dict[tuple[str, str, str], int] = {}  # (model, machine, strategy) -> code
-
-    def _at(self, column: str) -> tuple[int, int]:
-        i = self.names.index(column)
-        return (0, i) if i < self.ni else (1, i - self.ni)
-
-    def __len__(self) -> int:
-        self._reduce()
-        return self.kept
-
-    def add(self, job: int, labels: tuple[str, str, str], index: np.ndarray, found: engine.Survivors) -> None:
-        """Candidate rows of ``job`` at flat indices ``index``."""
-        ids = np.stack([np.full(len(index), job, dtype=np.int64), index.astype(np.int64)], axis=1)
-        code = self.label_codes.setdefault(tuple(labels), len(self.label_codes))  # type: ignore[arg-type]
-        self._append(
-            found.ints.astype(np.int32, copy=False),
-            found.floats.astype(self.float_dtype, copy=False),
-            found.limit.astype(np.int8),
-            ids,
-            np.full(len(index), code, np.int32),
-        )
-        if self.pending >= max(self.kept, REDUCE_ROWS):
-            self._reduce()
-
-    def _append(self, ints, floats, limit, ids, codes) -> None:
-        if len(limit):
-            self.parts.append((ints, floats, limit, ids, codes))
-        self.pending += len(limit)
-
-    def _objective(self, k: int) -> np.ndarray:
-        """Objective ``k`` of every buffered row, as float64."""
-        kind, row = self.objectives[k]
-        return np.concatenate([p[kind][row] for p in self.parts]).astype(np.float64)
-
-    def _ordered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every kept row in output order: Pareto in (job, index) order, top-k best first."""
-        self._reduce()
-        if not self.parts:
-            return (
-                np.zeros((self.ni, 0), np.int32),
-                np.zeros((len(self.names) - self.ni, 0), self.float_dtype),
-                np.zeros(0, np.int8),
-                np.zeros((0, 2), np.int64),
-                np.zeros(0, np.int32),
-            )
-        ids = np.concatenate([p[3] for p in self.parts])
-        if self.keep.kind == "pareto":
-            order = np.lexsort((ids[:, 1], ids[:, 0]))
-        else:  # the kept rows are the k best: ordering them all is ordering the top k
-            order = top_k_order(self._objective(0), _identity(ids), len(ids))
-        # one copy of the rows at a time: each column is joined and ordered, then its
-        # blocks are released (a front can hold millions of tied rows)
-        parts, self.parts = self.parts, []
-        columns = [list(c) for c in zip(*parts, strict=True)]
-        del parts
-        joined = []
-        for i in range(5):
-            whole = np.concatenate(columns[i], axis=1 if i < 2 else 0)
-            columns[i] = []
-            joined.append(whole[..., order] if i < 2 else whole[order])
-            del whole
-        ints, floats, limit, ids, codes = joined
-        self.parts = [(ints, floats, limit, ids, codes)]
-        return ints, floats, limit, ids, codes
-
-    def _reduce(self) -> None:
-        if self.pending == 0:
-            return
-        if self.keep.kind == "pareto":
-            kept = pareto_mask(np.stack([self._objective(k) for k in range(len(self.objectives))], axis=1))
-        else:  # the k best, ties by (job, index)
-            ids = np.concatenate([p[3] for p in self.parts])
-            kept = np.zeros(len(ids), dtype=bool)
-            kept[top_k_order(self._objective(0), _identity(ids), self.keep.k)] = True
-        parts, first = [], 0
-        for part in self.parts:
-            mine = kept[first : first + len(part[2])]
-            first += len(part[2])
-            if mine.all():
-                parts.append(part)
-            elif mine.any():
-                parts.append((part[0][:, mine], part[1][:, mine], *(a[mine] for a in part[2:])))
-        self.parts = parts
-        self.kept, self.pending = int(kept.sum()), 0
-
-    def _labels(self, codes: np.ndarray) -> np.ndarray:
-        """``[n, 3]`` (model, machine, strategy) of label codes."""
-        table = np.empty((max(len(self.label_codes), 1), 3), dtype=object)
-        for labels, code in self.label_codes.items():
-            table[code] = labels
-        return table[codes].reshape(len(codes), 3)
-
-    def table(self) -> pa.Table:
-        ints, floats, limit, _ids, codes = self._ordered()
-        # label codes -> (model, machine, strategy) positions in the schema's dictionaries
-        lookup = np.zeros((max(len(self.label_codes), 1), 3), dtype=np.int32)
-        for (model, machine, strategy), code in self.label_codes.items():
-            lookup[code] = (
-                self.schema.models.index(model),
-                self.schema.machines.index(machine),
-                self.schema.strategies.index(strategy),
-            )
-        return self.schema.table(lookup[codes], ints, floats, limit)
-
-    def state_table(self) -> pa.Table:
-        """The running result with row identities, for a checkpoint or a shard's result.
-
-        Columns ``v0, v1, ...`` are the values in :attr:`names` order (int32,
-        then the run's float type; state files written before held float64),
-        ``limit``, ``job``, ``index`` and the three labels, dictionary-encoded.
-        """
-        ints, floats, limit, ids, codes = self._ordered()
-        cols: dict[str, Any] = {f"v{i}": ints[i] for i in range(self.ni)}
-        cols.update((f"v{self.ni + i}", floats[i]) for i in range(floats.shape[0]))
-        cols["limit"] = limit
-        cols["job"] = ids[:, 0]
-        cols["index"] = ids[:, 1]
-        names = self._labels(np.arange(len(self.label_codes), dtype=np.int32))
-        for j, name in enumerate(("model", "machine", "strategy")):
-            dictionary = pa.array([str(v) for v in names[:, j]], pa.string())
-            cols[name] = pa.DictionaryArray.from_arrays(codes, dictionary)
-        return pa.table(cols)
-
-    def load(self, path: Path) -> None:
-        """Add the rows of a state file (a checkpoint, or a shard's result) and reduce."""
-        t = pq.read_table(path)
-        n = len(t)
-        ints = np.zeros((self.ni, n), np.int32)
-        floats = np.zeros((len(self.names) - self.ni, n), self.float_dtype)
-        for i in range(len(self.names)):
-            col = t.column(f"v{i}").to_numpy()
-            if i < self.ni:
-                ints[i] = np.rint(col)
-            else:
-                floats[i - self.ni] = col
-        ids = np.stack([t.column("job").to_numpy(), t.column("index").to_numpy()], axis=1).astype(np.int64)
-        # labels to this reducer's codes, through each file's distinct (model, machine, strategy)
-        labels = pa.table({c: t.column(c).cast(pa.string()) for c in ("model", "machine", "strategy")})
-        distinct = labels.group_by(["model", "machine", "strategy"]).aggregate([]).to_pylist()
-        codes = np.zeros(n, np.int32)
-        for row in distinct:
-            key = (row["model"], row["machine"], row["strategy"])
-            here = np.ones(n, dtype=bool)
-            for c in ("model", "machine", "strategy"):
-                here &= pc.equal(labels.column(c), row[c]).to_numpy(zero_copy_only=False)
-            codes[here] = self.label_codes.setdefault(key, len(self.label_codes))
-        self._append(ints, floats, t.column("limit").to_numpy().astype(np.int8), ids.reshape(n, 2), codes)
-        self._reduce()
 
 
 def _metadata(plan: Plan, opts: RunOptions) -> dict:

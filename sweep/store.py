@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -224,22 +225,36 @@ class PartWriter:
         self.split = [f.name for f in schema if pa.types.is_floating(f.type)]
 
     def write(self, name: str, table: pa.Table) -> Path:
+        """One table as one row group."""
+        self.write_tables(name, [table], max(len(table), 1))
+        return self.folder / name
+
+    def write_tables(self, name: str, tables: Iterable[pa.Table], row_group_size: int | None = None) -> int:
+        """Tables (at least one) one after another into one part file; returns the rows written."""
         final = self.folder / name
         tmp = temporary(final)
+        rows = 0
         try:
-            pq.write_table(
-                table,
-                tmp,
-                compression=self.compression,
-                row_group_size=max(len(table), 1),
-                use_dictionary=["model", "machine", "strategy", "limit"],
-                use_byte_stream_split=[c for c in self.split if c in table.column_names],
-                write_statistics=self.statistics,
-            )
+            writer = None
+            for table in tables:
+                if writer is None:
+                    writer = pq.ParquetWriter(
+                        tmp,
+                        table.schema,
+                        compression=self.compression,
+                        use_dictionary=["model", "machine", "strategy", "limit"],
+                        use_byte_stream_split=[c for c in self.split if c in table.column_names],
+                        write_statistics=self.statistics,
+                    )
+                writer.write_table(table, row_group_size=row_group_size or max(len(table), 1))
+                rows += len(table)
+            if writer is None:
+                raise ValueError(f"{name}: no table to write")
+            writer.close()
             os.replace(tmp, final)
         finally:
             tmp.unlink(missing_ok=True)
-        return final
+        return rows
 
 
 def part_name(job: int, chunk: int, tag: str | None = None) -> str:
@@ -293,6 +308,7 @@ def prepare_folder(
     if overwrite:
         _remove(folder.glob("part-*.parquet"))
         _remove(folder.glob("_keep-*.parquet"))
+        _remove(folder.glob("_spill-*.parquet"))
         _remove(shard_manifests(folder).values())
         (folder / MANIFEST).unlink(missing_ok=True)
         return None
@@ -319,6 +335,7 @@ def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> di
     if overwrite:  # this shard's files only; a merge of the old shards no longer holds
         _remove(folder.glob(f"part-{tag}-*.parquet"))
         _remove(folder.glob(f"_keep-{tag}*.parquet"))
+        _remove(folder.glob(f"_spill-{tag}-*.parquet"))
         _remove([folder / own, folder / MANIFEST])
         return None
     for path in [folder / MANIFEST, *(p for p in shard_manifests(folder).values() if p.name != own)]:

@@ -31,6 +31,7 @@ from click.testing import CliRunner
 
 import grids
 from sweep import engine, store
+from sweep import reducer as reducer_module
 from sweep.cli import cli
 from sweep.errors import InputError
 from sweep.grid import load_spec, parse_spec, plan
@@ -342,6 +343,29 @@ def test_shards_with_keep_top_merge_to_the_one_run_result(spec, reference, tmp_p
     assert keep_rows(out) == expected_top(reference)
     assert rows_of(out) == expected_top(reference), "the folder reads as the merged result only"
     assert json.loads((out / store.MANIFEST).read_text())["rows"] == 7
+
+
+def test_shards_with_a_spilled_pareto_merge_to_the_one_run_result(spec, reference, tmp_path, monkeypatch):
+    """Each shard's front and the merge's spill to disk after 2 rows: the merged result is
+    still the front of the full output, in grid order, and no spill file remains."""
+    monkeypatch.setattr(reducer_module, "SPILL_ROWS", 2)
+    monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)
+    monkeypatch.setattr(reducer_module, "BATCH_ROWS", 1)
+    spills: list[str] = []
+    real = reducer_module.Reducer._spill
+    monkeypatch.setattr(
+        reducer_module.Reducer, "_spill", lambda self: spills.append(self.prefix) or real(self)
+    )
+    out = tmp_path / "pareto"
+    for k in (0, 1):
+        run_api(spec, out, PARETO, shard=Shard(k, 2))
+    assert sweep("merge", out).exit_code == 0
+    want = expected_pareto(reference)
+    assert len(want) > 2
+    assert {"_spill-s0000of0002-", "_spill-s0001of0002-", "_spill-merge-"} <= set(spills)
+    assert keep_rows(out) == want
+    assert json.loads((out / store.MANIFEST).read_text())["rows"] == len(want)
+    assert not list(out.glob("_spill-*")) and not temporaries(out)
 
 
 # ----------------------------------------------------------------------------- Dask

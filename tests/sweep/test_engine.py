@@ -35,7 +35,7 @@ from hypothesis.extra import numpy as hnp
 
 import grids
 from sweep import engine, store
-from sweep import run as run_module
+from sweep import reducer as reducer_module
 from sweep.cli import cli
 from sweep.evaluate import RESULT_COLUMNS, Bound, estimate
 from sweep.grid import Job
@@ -419,7 +419,7 @@ def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeyp
     if compact is not None:
         monkeypatch.setattr(engine, "COMPACT_ROWS", compact)
         monkeypatch.setattr(engine, "PAGES", pages)
-        monkeypatch.setattr(run_module, "REDUCE_ROWS", 1)  # the host reduces at every chunk, not once
+        monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)  # the host reduces at every chunk, not once
     kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
     feasible = [r for r in grid.rows if r["feasible"]]
     objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
@@ -427,6 +427,39 @@ def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeyp
     assert 0 < len(front) < len(feasible)
     assert_same_rows(kept.rows, front)
     assert manifest(kept.out)["rows"] == len(kept.rows)
+    assert temporaries(kept.out) == []
+
+
+def _count_spills(monkeypatch, rows: int) -> list[int]:
+    """Spill a Pareto front to disk once ``rows`` rows are kept; returns a list that grows per spill."""
+    monkeypatch.setattr(reducer_module, "SPILL_ROWS", rows)
+    monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)
+    monkeypatch.setattr(reducer_module, "BATCH_ROWS", 5)  # spills read back in blocks of 5 rows
+    spills: list[int] = []
+    real = reducer_module.Reducer._spill
+    monkeypatch.setattr(reducer_module.Reducer, "_spill", lambda self: spills.append(1) or real(self))
+    return spills
+
+
+@pytest.mark.parametrize("columns", ["t_epoch_s,p", "t_epoch_s,p,mem_bytes"])
+def test_keep_pareto_spilled_to_disk_equals_the_front_of_the_full_output(
+    grid, tmp_path, monkeypatch, columns
+):
+    """A front of many tied rows goes to disk 8 rows at a time: the result is still the full
+    output's front, in its (job, index) order, and no spill file is left."""
+    spills = _count_spills(monkeypatch, 8)
+    kept = run_spec(tmp_path, "spilled", GRID_SPEC, "--chunk", CHUNK, "--keep", f"pareto:{columns}")
+    feasible = [r for r in grid.rows if r["feasible"]]  # the full output, in (job, index) order
+    names = columns.split(",")
+    objectives = np.array([[r[c] for c in names] for r in feasible], dtype=np.float64)
+    front = [r for r, keep in zip(feasible, pareto_mask(objectives), strict=True) if keep]
+    assert len(front) > 3 * 8
+    assert len(spills) >= 3
+    assert_same_rows(kept.rows, front)
+    key = lambda r: tuple(r[c] for c in GRID_KEY)  # noqa: E731
+    assert [key(r) for r in kept.rows] == [key(r) for r in front]
+    assert manifest(kept.out)["rows"] == len(front)
+    assert sorted(f.name for f in kept.out.glob("*.parquet")) == ["part-keep.parquet"]
     assert temporaries(kept.out) == []
 
 
@@ -586,6 +619,33 @@ def test_interrupt_then_resume_a_reduction(grid, tmp_path, monkeypatch):
     objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
     want = [r for r, k in zip(feasible, pareto_mask(objectives), strict=True) if k]
     assert_same_rows(rows, want)
+    assert sorted(f.name for f in out.glob("*.parquet")) == ["part-keep.parquet"]
+
+
+def test_interrupt_then_resume_a_spilled_reduction(grid, tmp_path, monkeypatch):
+    """The manifest of an interrupted run names its spills; a spill it does not name (written
+    after the last checkpoint, its chunks not recorded) is dropped on resume, not counted twice."""
+    keep = "pareto:t_epoch_s,p"
+    spec = tmp_path / "grid.toml"
+    spec.write_text(GRID_SPEC)
+    out = tmp_path / "out"
+    _count_spills(monkeypatch, 16)
+    _interrupt_after(monkeypatch, 40)
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--keep", keep)
+    assert result.exit_code == 130, result.output
+    m = manifest(out)
+    assert m["keep_spill"], "the interrupted run had spilled"
+    assert all((out / name).is_file() for name in m["keep_spill"])
+    orphan = out / "_spill-999999.parquet"
+    orphan.write_bytes((out / m["keep_spill"][0]).read_bytes())
+    monkeypatch.undo()
+    _count_spills(monkeypatch, 16)
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--keep", keep, "--resume")
+    assert result.exit_code == 0, result.output
+    feasible = [r for r in grid.rows if r["feasible"]]
+    objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
+    want = [r for r, k in zip(feasible, pareto_mask(objectives), strict=True) if k]
+    assert_same_rows(read_rows(out), want)
     assert sorted(f.name for f in out.glob("*.parquet")) == ["part-keep.parquet"]
 
 

@@ -1,0 +1,87 @@
+"""Pieces of the ``--keep`` reducer that spill a Pareto front to disk (:mod:`sweep.reducer`).
+
+End-to-end runs that spill are tested against the full output in
+``test_engine.py`` (local, interrupt and resume) and ``test_distributed.py``
+(shards and their merge).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweep import reducer
+from sweep.reducer import Members, merge_sorted
+
+
+def _block(keys: list[int]):
+    """A block whose rows are known by their identity (job 0, index = key)."""
+    n = len(keys)
+    ids = np.stack([np.zeros(n, np.int64), np.asarray(keys, np.int64)], axis=1)
+    value = np.asarray(keys, np.float32)[None, :]
+    return (np.zeros((1, n), np.int32), value, np.zeros(n, np.int8), ids, np.zeros(n, np.int32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 60), max_size=30), max_size=5),
+    st.integers(1, 7),
+)
+def test_merge_sorted_equals_sorting_the_union(runs, size):
+    """Runs of sorted keys, in blocks of ``size`` rows (some empty), each known by its first
+    key: merged, they are the sorted union, each row's columns kept together."""
+    runs = [sorted(r) for r in runs]
+
+    def blocks(keys):
+        yield _block([])
+        for lo in range(0, len(keys), size):
+            yield _block(keys[lo : lo + size])
+
+    out = list(merge_sorted([(r[0] if r else 0, blocks(r)) for r in runs]))
+    got = [int(k) for b in out for k in b[3][:, 1]]
+    assert got == sorted(k for r in runs for k in r)
+    for b in out:
+        assert (b[1][0] == b[3][:, 1]).all()
+
+
+def test_merge_sorted_opens_runs_only_when_it_reaches_them():
+    """Runs that do not overlap (the spills of a local run) are read one at a time."""
+    opened: list[int] = []
+
+    def run(i: int):
+        opened.append(i)
+        yield _block(list(range(10 * i, 10 * i + 10)))
+
+    merged = merge_sorted([(10 * i, run(i)) for i in (2, 0, 1)])
+    first = next(merged)
+    assert first[3][:, 1].tolist() == list(range(10))
+    assert opened == [0]
+    assert [int(k) for b in merged for k in b[3][:, 1]] == list(range(10, 30))
+    assert opened == [0, 1, 2]
+
+
+values = st.sampled_from([0.0, -0.0, 1.0, 2.5, -3.0, np.inf, 1e-300, 7.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(values, values), max_size=20),
+    st.lists(st.tuples(values, values), max_size=20),
+    st.booleans(),
+)
+def test_members_equal_numeric_membership(vectors, queries, collide):
+    """Membership is numeric equality of whole vectors (-0.0 equals 0.0), also when every
+    vector has the same hash (the compare-each path)."""
+    front = reducer._distinct(np.array(vectors, np.float64).reshape(-1, 2))
+    q = np.array(queries, np.float64).reshape(-1, 2)
+    real = reducer._hash
+    if collide:
+        reducer._hash = lambda objs: np.zeros(len(objs), np.uint64)  # type: ignore[assignment]
+    try:
+        got = Members(front)(q)
+    finally:
+        reducer._hash = real
+    want = [any((v == row).all() for v in front) for row in q]
+    assert got.tolist() == want
+    assert len(front) == len({(a + 0.0, b + 0.0) for a, b in vectors})
