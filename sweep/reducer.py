@@ -203,15 +203,19 @@ class Reducer:
         """Candidate rows of ``job`` at flat indices ``index``."""
         ids = np.stack([np.full(len(index), job, dtype=np.int64), index.astype(np.int64)], axis=1)
         code = self.label_codes.setdefault(tuple(labels), len(self.label_codes))  # type: ignore[arg-type]
-        self._append(
-            (
-                found.ints.astype(np.int32, copy=False),
-                found.floats.astype(self.float_dtype, copy=False),
-                found.limit.astype(np.int8),
-                ids,
-                np.full(len(index), code, np.int32),
-            )
+        block: Block = (
+            found.ints.astype(np.int32, copy=False),
+            found.floats.astype(self.float_dtype, copy=False),
+            found.limit.astype(np.int8),
+            ids,
+            np.full(len(index), code, np.int32),
         )
+        if self.keep.kind == "top":  # a NaN objective never qualifies; the device may pass some on
+            kind, row = self.objectives[0]
+            number = ~np.isnan(block[kind][row])
+            if not number.all():
+                block = _take(block, number)
+        self._append(block)
 
     def _append(self, block: Block) -> None:
         if len(block[2]):

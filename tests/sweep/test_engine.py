@@ -1044,12 +1044,14 @@ _top_k = jax.jit(engine._top_k, static_argnums=(2, 3))
     seed=st.integers(0, 2**31),
     k=st.sampled_from([1, 3, 64, 65, 200]),
     levels=st.sampled_from([2, 50, 1_000_000]),
-    flaw=st.sampled_from(["none", "inf", "nan", "few ok"]),
+    flaw=st.sampled_from(["none", "inf", "nan", "few ok", "nan and inf"]),
 )
 def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
     """The rows a chunk's top-k keeps: the k least objectives among ok rows (NaN never), ties
     to the lower position, the order the host breaks ties in. Small k picks by blocks, large k
-    and chunks with fewer than k finite candidates go through a mask; both must agree."""
+    and chunks with fewer than k finite candidates go through a mask; both must agree. In the
+    latter case every ok row with an infinite or NaN objective is passed on too (the host
+    drops the NaN ones), and nothing else."""
     rng = np.random.default_rng(seed)
     obj = rng.integers(0, levels, n).astype(np.float32)
     ok = rng.random(n) < 0.9
@@ -1059,13 +1061,27 @@ def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
         obj[rng.random(n) < 0.3] = np.nan
     elif flaw == "few ok":
         ok = rng.random(n) < 3 / n
-    size = max(k, 16)
+    elif flaw == "nan and inf":  # few finite rows: the k-th is infinite
+        u = rng.random(n)
+        obj[u < 0.5] = np.nan
+        obj[(u >= 0.5) & (u < 0.999)] = np.inf
+    size = n
     mask, count, idx = (np.asarray(a) for a in _top_k(obj, ok, k, size, np.int32(0)))
     valid = np.flatnonzero(ok & ~np.isnan(obj))
     want = np.sort(valid[np.argsort(obj[valid], kind="stable")[:k]])
-    assert int(count) == len(want)
-    np.testing.assert_array_equal(np.sort(idx[: len(want)]), want)
-    np.testing.assert_array_equal(np.flatnonzero(mask), want)
+    got = np.flatnonzero(mask)
+    assert int(count) == len(got)
+    np.testing.assert_array_equal(np.sort(idx[: len(got)]), got)
+    finite = np.isfinite(obj[valid]).sum()
+    if finite >= k:
+        np.testing.assert_array_equal(got, want)
+    else:  # the finite rows, then every ok row scored infinite (NaN or inf)
+        extra = np.flatnonzero(ok & ~np.isfinite(obj))
+        np.testing.assert_array_equal(got, np.union1d(valid[np.isfinite(obj[valid])], extra))
+        kept = got[~np.isnan(obj[got])]  # what the host keeps of them, then cuts to k
+        np.testing.assert_array_equal(
+            kept[np.argsort(obj[kept], kind="stable")][:k], want[np.argsort(obj[want], kind="stable")]
+        )
 
 
 _first_true = jax.jit(engine._first_true, static_argnums=(1, 3))

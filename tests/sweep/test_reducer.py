@@ -85,3 +85,24 @@ def test_members_equal_numeric_membership(vectors, queries, collide):
     want = [any((v == row).all() for v in front) for row in q]
     assert got.tolist() == want
     assert len(front) == len({(a + 0.0, b + 0.0) for a, b in vectors})
+
+
+def _schema():
+    import pyarrow as pa
+
+    from sweep import store
+
+    return store.Schema(["m"], ["abci"], ["data"], ("p",), ("t_epoch_s",), pa.float32())
+
+
+def test_top_k_drops_candidates_whose_objective_is_nan():
+    """The device may pass NaN objectives on (when fewer than k rows are finite); the host
+    never keeps one, even when fewer than k rows are left."""
+    from sweep.engine import Keep, Survivors
+
+    r = reducer.Reducer(Keep("top", ("t_epoch_s",), 3), _schema())
+    t = np.array([[np.nan, np.inf, 2.0, np.nan]], np.float32)
+    found = Survivors(np.array([[1, 2, 3, 4]], np.int32), t, np.zeros(4, np.int8), np.arange(4))
+    r.add(0, ("m", "abci", "data"), np.arange(4), found)
+    rows = r.table().to_pylist()
+    assert [(row["p"], row["t_epoch_s"]) for row in rows] == [(3, 2.0), (2, np.inf)]
