@@ -252,11 +252,21 @@ def _pareto_2d(o1, o2, ok):
     Otherwise a second filter also drops rows that the least-o2 reference of
     an earlier bucket of o1 (:data:`PARETO_BUCKETS`, a monotone map)
     dominates, and the rows left (at most :data:`PARETO_CANDIDATES`, else the
-    whole chunk) go through the exact sort. Rows with a non-finite objective
-    are never dropped. Either way the result equals :func:`_pareto_mask_2d`.
+    whole chunk) go through the exact sort. Rows with an infinite objective
+    are never dropped. Either way the result equals :func:`_pareto_mask_2d`
+    over the ``ok`` rows whose objectives are not NaN.
+
+    A row with a NaN objective is dropped (the host's front never holds one),
+    and that is how the objectives enter: each only through one array, ``o``
+    where ``ok`` and NaN elsewhere, from which ``ok`` is then read back. When
+    the pre-filter, the references and the sort each read the objective
+    itself, XLA's CPU fusion computed the whole cost model into each of them,
+    four times in all (measured 22.5 -> 33-37 M configs/s with one).
     """
     n = o1.shape[0]
     inf = jnp.asarray(jnp.inf, o1.dtype)
+    o1, o2 = jnp.where(ok, o1, jnp.nan), jnp.where(ok, o2, jnp.nan)
+    ok = ~(jnp.isnan(o1) | jnp.isnan(o2))
     finite = ok & jnp.isfinite(o1) & jnp.isfinite(o2)
     groups = -(-n // PARETO_BLOCK)
     pad = groups * PARETO_BLOCK - n

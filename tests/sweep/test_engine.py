@@ -1008,14 +1008,15 @@ def test_device_pareto_prefilter_equals_the_exact_front(n, seed, levels):
     seed=st.integers(0, 2**31),
     run=st.sampled_from([1, 7, 128, 1000, 30_000]),
     tie=st.sampled_from([1, 5, 100, 100_000]),
-    flaw=st.sampled_from(["none", "inf", "not ok", "odd rows"]),
+    flaw=st.sampled_from(["none", "inf", "not ok", "odd rows", "nan"]),
 )
 def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
     """Chunks shaped like a sweep's: the second objective constant over runs of rows (p an
     outer axis), the first tied over runs of ``tie`` rows (a network setting that does not
     matter). Most take the path that sorts only the blocks' reference rows; the flaws
     (infinite objectives, rows that are not candidates, rows off their block's best) push
-    some onto the exact sorts. Every path must keep exactly the front."""
+    some onto the exact sorts. Every path must keep exactly the front. A NaN objective
+    (either one) is never on it, as on the host."""
     rng = np.random.default_rng(seed)
     o2 = np.repeat(rng.integers(1, 6, -(-n // run)), run)[:n].astype(np.float32)
     levels = rng.random(-(-n // tie)).astype(np.float32) * 10
@@ -1027,7 +1028,10 @@ def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
         ok = rng.random(n) < 0.9
     elif flaw == "odd rows":
         o2[rng.integers(0, n, 20)] = 0.5  # scattered rows with a smaller second objective
-    got = np.asarray(_device_pareto_fast(o1, o2, ok))
+    elif flaw == "nan":  # one a block's best would otherwise be, and scattered ones in either
+        o1[int(np.argmin(o1))] = np.nan
+        o1[rng.integers(0, n, 5)] = np.nan
+        o2[rng.integers(0, n, 5)] = np.nan
     objs = np.stack([o1, o2], axis=1)
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
     want = np.zeros(n, dtype=bool)
