@@ -35,9 +35,10 @@ from sweep.pareto import pareto_mask, top_k_order
 REDUCE_ROWS = 1 << 16
 #: Rows of a Pareto front kept in memory before they spill to disk (about 100 bytes each,
 #: and about three times that while a reduction sorts them with as many new candidates).
-#: On the 8.8e8-point bench grid (front of 11.2 M tied rows) the run peaked at 1.28 GB with
-#: 2^20 and 1.75 GB with 2^21, the process without a front taking about 850 MB.
-SPILL_ROWS = 1 << 20
+#: With an empty compilation cache, compiled kernels and the compiler's arenas hold about
+#: 1.5 GB by the end of the bench's 8.8e7-point run: it peaked at 2.04 GB with 2^20 rows
+#: and 1.68 GB with 2^19 (warm, 1.31 GB with 2^20 at 8.8e8 points).
+SPILL_ROWS = 1 << 19
 #: Rows per block when spills are read back (per spill at once, while merging).
 BATCH_ROWS = 1 << 18
 
