@@ -310,9 +310,11 @@ class Reducer:
     def adopt(self, names: list[str]) -> None:
         """Take back the spills of an earlier run of this reduction (a checkpoint's, on resume)."""
         assert self.folder is not None or not names
+        columns = [f"v{row if kind == 0 else self.ni + row}" for kind, row in self.objectives]
         for name in names:
-            for block in self._read(self._path(name)):
-                self.front = _distinct(np.concatenate([self.front, self._objectives(block)]))
+            for batch in pq.ParquetFile(self._path(name)).iter_batches(BATCH_ROWS, columns=columns):
+                objs = np.stack([c.to_numpy(zero_copy_only=False) for c in batch.columns], axis=1)
+                self.front = _distinct(np.concatenate([self.front, objs.astype(np.float64)]))
             self.spills.append(name)
             first = pq.ParquetFile(self._path(name)).read_row_group(0, columns=["job", "index"])
             self.spill_first[name] = int(first["job"][0].as_py()) * (1 << 40) + int(first["index"][0].as_py())
@@ -448,18 +450,4 @@ class Reducer:
 
 def write_state(path: Path, tables: Iterable[pa.Table]) -> int:
     """Write state tables to one file (temporary name, then rename); returns the rows written."""
-    tmp = store.temporary(path)
-    rows = 0
-    try:
-        writer = None
-        for t in tables:  # at least one, maybe empty: the file has the columns
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, t.schema)
-            writer.write_table(t, row_group_size=BATCH_ROWS)
-            rows += len(t)
-        assert writer is not None
-        writer.close()
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return rows
+    return store.write_parquet(path, tables, BATCH_ROWS)

@@ -231,30 +231,39 @@ class PartWriter:
 
     def write_tables(self, name: str, tables: Iterable[pa.Table], row_group_size: int | None = None) -> int:
         """Tables (at least one) one after another into one part file; returns the rows written."""
-        final = self.folder / name
-        tmp = temporary(final)
-        rows = 0
-        try:
-            writer = None
-            for table in tables:
-                if writer is None:
-                    writer = pq.ParquetWriter(
-                        tmp,
-                        table.schema,
-                        compression=self.compression,
-                        use_dictionary=["model", "machine", "strategy", "limit"],
-                        use_byte_stream_split=[c for c in self.split if c in table.column_names],
-                        write_statistics=self.statistics,
-                    )
-                writer.write_table(table, row_group_size=row_group_size or max(len(table), 1))
-                rows += len(table)
+        return write_parquet(
+            self.folder / name,
+            tables,
+            row_group_size,
+            compression=self.compression,
+            use_dictionary=["model", "machine", "strategy", "limit"],
+            use_byte_stream_split=self.split,
+            write_statistics=self.statistics,
+        )
+
+
+def write_parquet(
+    path: Path, tables: Iterable[pa.Table], row_group_size: int | None = None, **options
+) -> int:
+    """Tables (at least one, maybe empty) into one Parquet file, streamed: a temporary name,
+    then a rename. ``row_group_size`` defaults to one row group a table; ``options`` go to
+    :class:`pyarrow.parquet.ParquetWriter`. Returns the rows written."""
+    tmp = temporary(path)
+    rows = 0
+    try:
+        writer = None
+        for table in tables:
             if writer is None:
-                raise ValueError(f"{name}: no table to write")
-            writer.close()
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return rows
+                writer = pq.ParquetWriter(tmp, table.schema, **options)
+            writer.write_table(table, row_group_size=row_group_size or max(len(table), 1))
+            rows += len(table)
+        if writer is None:
+            raise ValueError(f"{path.name}: no table to write")
+        writer.close()
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return rows
 
 
 def part_name(job: int, chunk: int, tag: str | None = None) -> str:
