@@ -268,28 +268,38 @@ def _pareto_2d(o1, o2, ok):
     o1, o2 = jnp.where(ok, o1, jnp.nan), jnp.where(ok, o2, jnp.nan)
     ok = ~(jnp.isnan(o1) | jnp.isnan(o2))
     finite = ok & jnp.isfinite(o1) & jnp.isfinite(o2)
-    groups = -(-n // PARETO_BLOCK)
-    pad = groups * PARETO_BLOCK - n
-    a = jnp.pad(jnp.where(finite, o1, inf), (0, pad), constant_values=inf).reshape(groups, -1)
-    b = jnp.pad(jnp.where(finite, o2, inf), (0, pad), constant_values=inf).reshape(groups, -1)
-    a_min = jnp.min(a, axis=1, keepdims=True)
-    b_min = jnp.min(b, axis=1, keepdims=True)
-    b_at = jnp.min(jnp.where(a == a_min, b, inf), axis=1, keepdims=True)  # R1 = (a_min, b_at)
-    a_at = jnp.min(jnp.where(b == b_min, a, inf), axis=1, keepdims=True)  # R2 = (a_at, b_min)
-    refs1 = jnp.concatenate([a_min[:, 0], a_at[:, 0]])
-    refs2 = jnp.concatenate([b_at[:, 0], b_min[:, 0]])
-    by_r1 = (a_min <= a) & (b_at <= b) & ((a_min < a) | (b_at < b))
-    by_r2 = (a_at <= a) & (b_min <= b) & ((a_at < a) | (b_min < b))
-    candidate = ok & ~((by_r1 | by_r2) & (a < inf)).reshape(-1)[:n]
-    is_r1 = ((a == a_min) & (b == b_at)).reshape(-1)[:n]
-    is_r2 = ((a == a_at) & (b == b_min)).reshape(-1)[:n]
+    # Blocks are the rows' consecutive runs of PARETO_BLOCK, the last one partial: minima
+    # over a reshape of the whole blocks and a slice of the rest, and per-block values
+    # broadcast back over the rows, so no padded copy of the chunk is made (+12 %).
+    full, groups = n // PARETO_BLOCK, -(-n // PARETO_BLOCK)
+
+    def block_min(x):
+        least = jnp.min(x[: full * PARETO_BLOCK].reshape(full, PARETO_BLOCK), axis=1)
+        if groups > full:
+            least = jnp.concatenate([least, jnp.min(x[full * PARETO_BLOCK :])[None]])
+        return least
+
+    def spread(v):  # a value per block -> one per row
+        return jnp.broadcast_to(v[:, None], (groups, PARETO_BLOCK)).reshape(-1)[:n]
+
+    a = jnp.where(finite, o1, inf)
+    b = jnp.where(finite, o2, inf)
+    a_min, b_min = block_min(a), block_min(b)
+    b_at = block_min(jnp.where(a == spread(a_min), b, inf))  # R1 = (a_min, b_at)
+    a_at = block_min(jnp.where(b == spread(b_min), a, inf))  # R2 = (a_at, b_min)
+    refs1 = jnp.concatenate([a_min, a_at])
+    refs2 = jnp.concatenate([b_at, b_min])
+    a1, b1, a2, b2 = spread(a_min), spread(b_at), spread(a_at), spread(b_min)
+    by_r1 = (a1 <= a) & (b1 <= b) & ((a1 < a) | (b1 < b))
+    by_r2 = (a2 <= a) & (b2 <= b) & ((a2 < a) | (b2 < b))
+    candidate = ok & ~((by_r1 | by_r2) & (a < inf))
+    is_r1 = (a == a1) & (b == b1)
+    is_r2 = (a == a2) & (b == b2)
     copies = ~jnp.any(candidate & ~(finite & (is_r1 | is_r2)))
 
     def by_references(_):
         front = _pareto_mask_2d(refs1, refs2, jnp.isfinite(refs1) & jnp.isfinite(refs2))
-        on1 = jnp.repeat(front[:groups], PARETO_BLOCK)[:n]
-        on2 = jnp.repeat(front[groups:], PARETO_BLOCK)[:n]
-        return candidate & ((is_r1 & on1) | (is_r2 & on2))
+        return candidate & ((is_r1 & spread(front[:groups])) | (is_r2 & spread(front[groups:])))
 
     def by_sorting(_):
         # the references' least o2 per bucket of o1 (a monotone map: an earlier bucket has a smaller o1)
