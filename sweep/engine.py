@@ -228,6 +228,20 @@ def _first_true(mask, size: int, skip=0, fill: int = 0):
     return jax.lax.cond(quick, few, lambda _: whole(None).astype(jnp.int32), None)
 
 
+def _block_min(x, size: int):
+    """The minimum of each run of ``size`` consecutive entries of ``x``, the last run partial.
+
+    The whole runs are reduced through a reshape and the rest through a
+    slice, so no padded copy of ``x`` is made (a chunk-sized copy per use on
+    a CPU, which cost more than the reductions themselves).
+    """
+    full = x.shape[0] // size
+    least = jnp.min(x[: full * size].reshape(full, size), axis=1)
+    if x.shape[0] > full * size:
+        least = jnp.concatenate([least, jnp.min(x[full * size :])[None]])
+    return least
+
+
 #: Rows per block of the Pareto pre-filter (each gives two reference rows).
 PARETO_BLOCK = 512
 #: Buckets of the first objective in the Pareto pre-filter.
@@ -268,16 +282,11 @@ def _pareto_2d(o1, o2, ok):
     o1, o2 = jnp.where(ok, o1, jnp.nan), jnp.where(ok, o2, jnp.nan)
     ok = ~(jnp.isnan(o1) | jnp.isnan(o2))
     finite = ok & jnp.isfinite(o1) & jnp.isfinite(o2)
-    # Blocks are the rows' consecutive runs of PARETO_BLOCK, the last one partial: minima
-    # over a reshape of the whole blocks and a slice of the rest, and per-block values
-    # broadcast back over the rows, so no padded copy of the chunk is made (+12 %).
-    full, groups = n // PARETO_BLOCK, -(-n // PARETO_BLOCK)
+    # Per-block values are broadcast back over the rows: no padded copy of the chunk (+12 %).
+    groups = -(-n // PARETO_BLOCK)
 
     def block_min(x):
-        least = jnp.min(x[: full * PARETO_BLOCK].reshape(full, PARETO_BLOCK), axis=1)
-        if groups > full:
-            least = jnp.concatenate([least, jnp.min(x[full * PARETO_BLOCK :])[None]])
-        return least
+        return _block_min(x, PARETO_BLOCK)
 
     def spread(v):  # a value per block -> one per row
         return jnp.broadcast_to(v[:, None], (groups, PARETO_BLOCK)).reshape(-1)[:n]
@@ -365,10 +374,8 @@ def _top_k_rows(score, k: int):
     n = score.shape[0]
     inf = jnp.asarray(jnp.inf, score.dtype)
     s = jnp.where(jnp.isnan(score), inf, score)
-    full, groups = n // TOP_BLOCK, -(-n // TOP_BLOCK)
-    minima = jnp.min(s[: full * TOP_BLOCK].reshape(full, TOP_BLOCK), axis=1)
-    if groups > full:
-        minima = jnp.concatenate([minima, jnp.min(s[full * TOP_BLOCK :])[None]])
+    groups = -(-n // TOP_BLOCK)
+    minima = _block_min(s, TOP_BLOCK)
     _, which = jax.lax.top_k(-minima, min(k, groups))
     which = jnp.sort(which)  # gathered rows in position order, so ties still go to the lower position
     at = (which[:, None] * TOP_BLOCK + jnp.arange(TOP_BLOCK, dtype=which.dtype)[None, :]).reshape(-1)
