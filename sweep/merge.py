@@ -95,9 +95,8 @@ def merge(folder: Path) -> MergeSummary:
     if keep_text != "all":
         schema = store.Schema.from_json(first["schema"])
         keep = parse_keep(keep_text, (*schema.int_columns, *schema.float_columns))
-        for stale in folder.glob("_spill-merge-*.parquet"):  # of a merge that was killed
-            stale.unlink()
         reducer = Reducer(keep, schema, folder, "_spill-merge-")
+        reducer.adopt([])  # deletes the spills of a merge that was killed
         try:
             for k in range(n):
                 reducer.load(folder / manifests[k]["keep_state"])

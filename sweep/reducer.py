@@ -308,7 +308,13 @@ class Reducer:
         self.parts, self.kept = [], 0
 
     def adopt(self, names: list[str]) -> None:
-        """Take back the spills of an earlier run of this reduction (a checkpoint's, on resume)."""
+        """Take back the spills of an earlier run of this reduction (a checkpoint's, on resume),
+        and delete any other spill of this prefix: written after the last checkpoint (its
+        chunks are not recorded as done) or by a run that was killed."""
+        if self.folder is not None:
+            for f in self.folder.glob(f"{self.prefix}[0-9]*.parquet"):
+                if f.name not in names:
+                    f.unlink()
         assert self.folder is not None or not names
         columns = [f"v{row if kind == 0 else self.ni + row}" for kind, row in self.objectives]
         for name in names:

@@ -313,9 +313,6 @@ class _Run:
             prefix = f"_spill-{self.tag}-" if self.tag else "_spill-"
             self.reducer = Reducer(opts.keep, schema, self.folder, prefix)
             spills = list(self.previous.get("keep_spill", []))
-            for f in self.folder.glob(f"{prefix}[0-9]*.parquet"):
-                if f.name not in spills:  # written after the last checkpoint: its rows are not done
-                    f.unlink()
             self.reducer.adopt(spills)
             self.manifest["keep_spill"] = spills
             if self.previous.get("keep_state"):
