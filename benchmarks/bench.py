@@ -10,7 +10,8 @@
     figure. "materialised" returns every column to the host like a sweep
     writing all rows; "top-1" and "pareto" reduce on the device (the --keep
     paths: --keep top:1:t_epoch_s, --keep pareto:t_epoch_s,p). Four chunks spread
-    over each job, the median of repeated runs of each.
+    over each job, the median of repeated runs of each, at the chunk size sweep run
+    uses: 2^18 writing every row, 2^20 reducing.
 (b) end-to-end ``sweep run`` to Parquet, every row written, rows/s, cold and warm cache.
 (c) the same grid with ``--keep pareto:t_epoch_s,p``, configurations/s; and with p >= 8
     (below 8 GPUs every network setting ties, and ties all stay on the front).
@@ -41,7 +42,7 @@ from kernels import STRATEGIES
 from sweep import engine
 from sweep.engine import Keep
 from sweep.grid import load_spec, plan
-from sweep.run import RunOptions, parse_keep, run_sweep
+from sweep.run import REDUCE_CHUNK, ROWS_CHUNK, RunOptions, parse_keep, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,7 +82,11 @@ def median_rate(fn, calls: list[tuple], points: int, reps: int) -> float:
     return points * len(calls) / total
 
 
-def kernel_section(tmp: Path, chunk: int, reps: int) -> list[tuple[str, float, float, float, float]]:
+def kernel_section(
+    tmp: Path, chunk: int, reduce_chunk: int, reps: int
+) -> list[tuple[str, float, float, float, float]]:
+    """Each kernel at the chunk size a run gives it: ``chunk`` writing every row,
+    ``reduce_chunk`` reducing (``sweep run``'s defaults, ROWS_CHUNK and REDUCE_CHUNK)."""
     from benchmarks import reference
 
     spec = write_spec(tmp, "kernel", list(STRATEGIES), 64, 640)  # 3.2e6 points per job
@@ -89,30 +94,30 @@ def kernel_section(tmp: Path, chunk: int, reps: int) -> list[tuple[str, float, f
     rows = []
     totals = {"mat": 0.0, "fused": 0.0, "pareto": 0.0, "py": 0.0}
     rng = random.Random(0)
-    for job in p.jobs:
-        net, machine, values = engine.device_inputs(job, np.float32)
+
+    def calls(job, net, machine, values, size: int) -> tuple[list[tuple], int]:
         # four chunks spread over the job (its first one alone is all p = 1, where every
         # network setting ties: the hardest case for the Pareto reduction)
-        last = max(job.size // chunk - 1, 0)  # the last full chunk
-        n = min(chunk, job.size)
-        starts = sorted({round(last * f) * chunk for f in (0, 1 / 3, 2 / 3, 1)})
-        calls = [
-            (
-                net,
-                machine,
-                values,
-                engine.decode_info(job, a, chunk),
-                np.int32(n),
-                np.int32(0),
-            )
-            for a in starts
+        last = max(job.size // size - 1, 0)  # the last full chunk
+        n = min(size, job.size)
+        starts = sorted({round(last * f) * size for f in (0, 1 / 3, 2 / 3, 1)})
+        args = [
+            (net, machine, values, engine.decode_info(job, a, size), np.int32(n), np.int32(0)) for a in starts
         ]
+        return args, n
+
+    for job in p.jobs:
+        net, machine, values = engine.device_inputs(job, np.float32)
+        # a job smaller than the chunk (serial) runs in one chunk of the next power of two
+        small = min(reduce_chunk, 1 << (job.size - 1).bit_length())
+        every, n_every = calls(job, net, machine, values, chunk)
+        reducing, n_reducing = calls(job, net, machine, values, small)
         mat, _ = engine.build_chunk_fn(job, chunk, Keep("all"), np.float32)
-        fused, _ = engine.build_chunk_fn(job, chunk, Keep("top", ("t_epoch_s",), 1), np.float32)
-        front, _ = engine.build_chunk_fn(job, chunk, Keep("pareto", ("t_epoch_s", "p")), np.float32)
-        r_mat = median_rate(lambda *a, f=mat: f(*a).floats, calls, n, reps)
-        r_fused = median_rate(lambda *a, f=fused: f(*a).count, calls, n, reps)
-        r_front = median_rate(lambda *a, f=front: f(*a).count, calls, n, reps)
+        fused, _ = engine.build_chunk_fn(job, small, Keep("top", ("t_epoch_s",), 1), np.float32)
+        front, _ = engine.build_chunk_fn(job, small, Keep("pareto", ("t_epoch_s", "p")), np.float32)
+        r_mat = median_rate(lambda *a, f=mat: f(*a).floats, every, n_every, reps)
+        r_fused = median_rate(lambda *a, f=fused: f(*a).count, reducing, n_reducing, reps)
+        r_front = median_rate(lambda *a, f=front: f(*a).count, reducing, n_reducing, reps)
         ref = reference.prepare(job.bound.net, job.bound.profile.pytree())
         configs = [
             (rng.choice([1, 4, 16, 64, 256, 1024]), rng.choice([8, 32, 128]), 4, 8) for _ in range(2000)
@@ -205,12 +210,16 @@ def main() -> None:
     print(f"device: {jax.devices()[0].platform} x{len(jax.devices())}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        chunk = 1 << 16 if args.quick else 1 << 18
-        print("\n(a) kernel throughput, ResNet-50 (174 layers) on abci, configurations/s")
+        chunk = ROWS_CHUNK >> 2 if args.quick else ROWS_CHUNK
+        reduce_chunk = REDUCE_CHUNK >> 2 if args.quick else REDUCE_CHUNK
+        print(
+            "\n(a) kernel throughput, ResNet-50 (174 layers) on abci, configurations/s;"
+            f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
+        )
         print(
             f"{'strategy':<14} {'materialised':>14} {'top-1':>14} {'pareto':>14} {'plain Python':>14} {'ratio':>8}"
         )
-        for name, r_mat, r_top, r_front, r_py in kernel_section(tmp, chunk, 5):
+        for name, r_mat, r_top, r_front, r_py in kernel_section(tmp, chunk, reduce_chunk, 5):
             print(
                 f"{name:<14} {r_mat:>14,.0f} {r_top:>14,.0f} {r_front:>14,.0f} {r_py:>14,.0f} {r_top / r_py:>7,.0f}x"
             )

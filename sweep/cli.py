@@ -168,7 +168,7 @@ def plan(spec_path) -> None:
 @click.option("--only-feasible", is_flag=True, help="Write only feasible rows.")
 @click.option("--columns", help="Comma-separated columns to write (default all).")
 @click.option("--keep", "keep_text", help="In-stream reduction: pareto:COL,COL or top:K:COL.")
-@click.option("--chunk", type=int, default=1 << 18, show_default=True, help="Points per device chunk.")
+@click.option("--chunk", type=int, help="Points per device chunk [default: 2^20 with --keep, else 2^18].")
 @click.option(
     "--shard",
     "shard_text",
@@ -221,7 +221,7 @@ def run(
     from sweep.grid import plan as make_plan
     from sweep.run import Interrupted, RunOptions, parse_keep, parse_shard, run_sweep, tty_progress
 
-    if not 1 <= chunk <= engine.MAX_CHUNK:
+    if chunk is not None and not 1 <= chunk <= engine.MAX_CHUNK:
         raise InputError(f"--chunk must be in 1..{engine.MAX_CHUNK}, got {chunk}")
     shard = parse_shard(shard_text) if shard_text is not None else None
     if dask_address is not None and not dask_address.strip():
@@ -234,7 +234,7 @@ def run(
     cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
     opts = RunOptions(
         out=folder,
-        chunk=chunk,
+        chunk=chunk or 0,
         x64=x64,
         keep=keep,
         only_feasible=only_feasible,

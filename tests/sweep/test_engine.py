@@ -496,6 +496,26 @@ def test_keep_of_jobs_within_one_chunk_reduces_on_the_host(grid, tmp_path, monke
     assert sorted(engine.TRACES.values()) == [1, 1, 1]  # one program per job
 
 
+def test_default_chunk_is_larger_for_a_reduction(grid, tmp_path):
+    """Without --chunk, a --keep reduction runs chunks of 2^20 points and a run writing
+    every row chunks of 2^18; the manifest records the one used, and --chunk overrides it."""
+    from sweep.run import REDUCE_CHUNK, ROWS_CHUNK, RunOptions, parse_keep
+
+    assert (ROWS_CHUNK, REDUCE_CHUNK) == (1 << 18, 1 << 20)
+    cols = ("t_epoch_s", "p")
+    assert RunOptions(out=tmp_path).chunk == ROWS_CHUNK
+    assert RunOptions(out=tmp_path, keep=parse_keep("pareto:t_epoch_s,p", cols)).chunk == REDUCE_CHUNK
+    assert RunOptions(out=tmp_path, keep=parse_keep("top:3:t_epoch_s", cols)).chunk == REDUCE_CHUNK
+    assert RunOptions(out=tmp_path, chunk=64, keep=parse_keep("top:3:t_epoch_s", cols)).chunk == 64
+    for name, args, want in (
+        ("rows", (), ROWS_CHUNK),
+        ("front", ("--keep", "pareto:t_epoch_s,p"), REDUCE_CHUNK),
+        ("given", ("--keep", "pareto:t_epoch_s,p", "--chunk", "64"), 64),
+    ):
+        run = run_spec(tmp_path, name, GRID_SPEC, *args)
+        assert manifest(run.out)["run_key"]["chunk"] == want
+
+
 def test_keep_top_breaks_ties_by_row_order(grid, tmp_path):
     """Memory does not depend on the bandwidth, so rows tie in tens and the 15th ties with the
     16th. The rows kept are the first in (job, flat index) order, the full output's row order,
