@@ -14,7 +14,10 @@
     uses: 2^18 writing every row, 2^20 reducing.
 (b) end-to-end ``sweep run`` to Parquet, every row written, rows/s, cold and warm cache.
 (c) the same grid with ``--keep pareto:t_epoch_s,p``, configurations/s; and with p >= 8
-    (below 8 GPUs every network setting ties, and ties all stay on the front).
+    (below 8 GPUs every network setting ties, and ties all stay on the front); with
+    p >= 8, without serial (all p = 1) and 4x the latencies (1.68e8 points, a front of
+    10 rows); and the shipped co-design grid (grids/sweeps/codesign-resnet50-large.toml,
+    1.02e8 points).
 (d) peak resident memory of ``--keep pareto`` runs of growing size, each in a
     fresh process: it must not grow with the grid.
 (e) start-up: wall time of a tiny ``sweep run`` in a fresh process, first and
@@ -136,15 +139,22 @@ def kernel_section(
 
 
 def run_section(
-    tmp: Path, n_bw: int, n_alpha: int, keep: str | None, p_log2_from: int = 0
+    tmp: Path,
+    n_bw: int,
+    n_alpha: int,
+    keep: str | None,
+    p_log2_from: int = 0,
+    strategies: tuple[str, ...] = STRATEGIES,
 ) -> tuple[int, int, float, float]:
     """``sweep run`` of one grid twice, as a user would: (points, rows, cold s, warm s).
 
     Cold compiles every kernel (into a fresh persistent cache); warm is the
     same run again, which traces and loads them from the cache.
     """
-    name = f"e2e-{keep or 'all'}-p{p_log2_from}".replace(":", "-").replace(",", "-")
-    spec_path = write_spec(tmp, name, list(STRATEGIES), n_bw, n_alpha, p_log2_from)
+    name = f"e2e-{keep or 'all'}-p{p_log2_from}-{len(strategies)}-{n_alpha}".replace(":", "-").replace(
+        ",", "-"
+    )
+    spec_path = write_spec(tmp, name, list(strategies), n_bw, n_alpha, p_log2_from)
     p = plan(load_spec(spec_path))
     k = parse_keep(keep, engine.numeric_columns(p.jobs[0]))
     jax.config.update("jax_compilation_cache_dir", str(tmp / f"jax-cache-{name}"))
@@ -153,6 +163,20 @@ def run_section(
     for _ in range(2):
         t = time.perf_counter()
         rows = run_sweep(p, RunOptions(out=tmp / name, keep=k, overwrite=True)).rows
+        walls.append(time.perf_counter() - t)
+    return p.size, rows, walls[0], walls[1]
+
+
+def codesign_section(tmp: Path) -> tuple[int, int, float, float]:
+    """The shipped co-design grid (1.02e8 points) with ``--keep pareto:t_epoch_s,p``, cold / warm."""
+    p = plan(load_spec(ROOT / "grids" / "sweeps" / "codesign-resnet50-large.toml"))
+    k = parse_keep("pareto:t_epoch_s,p", engine.numeric_columns(p.jobs[0]))
+    jax.config.update("jax_compilation_cache_dir", str(tmp / "jax-cache-codesign"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    walls, rows = [], 0
+    for _ in range(2):
+        t = time.perf_counter()
+        rows = run_sweep(p, RunOptions(out=tmp / "codesign", keep=k, overwrite=True)).rows
         walls.append(time.perf_counter() - t)
     return p.size, rows, walls[0], walls[1]
 
@@ -227,15 +251,25 @@ def main() -> None:
         print(
             "\n(b, c) sweep run, eight strategies, 100 bandwidths x", n_alpha, "latencies; cold / warm cache"
         )
-        for keep, p_from, what in (
-            (None, 0, "every row to Parquet"),
-            ("pareto:t_epoch_s,p", 0, "--keep pareto:t_epoch_s,p"),
-            ("pareto:t_epoch_s,p", 3, "--keep pareto:t_epoch_s,p, p >= 8"),
+        no_serial = tuple(s for s in STRATEGIES if s != "serial")
+        for keep, p_from, alphas, strategies, what in (
+            (None, 0, n_alpha, STRATEGIES, "every row to Parquet"),
+            ("pareto:t_epoch_s,p", 0, n_alpha, STRATEGIES, "--keep pareto:t_epoch_s,p"),
+            ("pareto:t_epoch_s,p", 3, n_alpha, STRATEGIES, "--keep pareto:t_epoch_s,p, p >= 8"),
+            # no ties on the front: p >= 8 and no serial (all p = 1), 4x the latencies
+            ("pareto:t_epoch_s,p", 3, 4 * n_alpha, no_serial, "... p >= 8, no serial, 4x latencies"),
         ):
-            size, rows, cold, warm = run_section(tmp, 100, n_alpha, keep, p_from)
+            size, rows, cold, warm = run_section(tmp, 100, alphas, keep, p_from, strategies)
             print(
                 f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
                 f"  = {size / warm:>12,.0f} points/s, {rows / warm:>12,.0f} rows/s (warm)"
+            )
+        if not args.quick:
+            size, rows, cold, warm = codesign_section(tmp)
+            what = "codesign-resnet50-large, --keep pareto"
+            print(
+                f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
+                f"  = {size / warm:>12,.0f} points/s (warm)"
             )
         sizes = [10**6, 10**7] if args.quick else [10**6, 10**7, 10**8]
         if args.big:
