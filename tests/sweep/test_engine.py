@@ -1041,6 +1041,25 @@ def test_device_pareto_prefilter_keeps_the_front(n, seed, levels):
     assert_front_candidates(got, objs, ok)
 
 
+@settings(deadline=None, max_examples=40)
+@given(
+    n=st.sampled_from([7, 600, 20_000]),
+    seed=st.integers(0, 2**31),
+    spread=st.sampled_from([1e-30, 1e-6, 1.0, 1e6, 1e30]),
+    shift=st.sampled_from([-1e6, 0.0, 1e3]),
+)
+def test_device_pareto_prefilter_keeps_the_front_at_any_scale(n, seed, spread, shift):
+    """Objectives over many orders of magnitude, negative ones, and values that differ
+    only in their last bits: the buckets span the front's range of the first objective,
+    so a tiny or huge range must still keep every row of the front."""
+    rng = np.random.default_rng(seed)
+    objs = (shift + spread * rng.standard_normal((n, 2)) ** 3).astype(np.float32)
+    objs[rng.random(n) < 0.3, 0] = objs[0, 0]  # ties in the first objective
+    ok = rng.random(n) < 0.95
+    got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
+    assert_front_candidates(got, objs, ok)
+
+
 @settings(deadline=None, max_examples=60)
 @given(
     n=st.sampled_from([300, 20_000, 70_000]),
