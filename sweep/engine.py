@@ -804,5 +804,8 @@ def device_inputs(job: Job, dtype, devices=None):
     inputs = (net, machine, values)
     devices = devices if devices is not None else local_devices()
     if len(devices) == 1:
-        return jax.tree_util.tree_map(jnp.asarray, inputs)
+        # device_put, not jnp.asarray: that applies a conversion primitive to each leaf,
+        # which compiles (or looks up in the persistent cache) a program per new shape,
+        # 0.1-0.3 s a run for the seven jobs of a co-design grid, against 0.01 s
+        return jax.device_put(inputs)
     return jax.device_put(inputs, NamedSharding(device_mesh(devices), P()))
