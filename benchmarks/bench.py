@@ -146,15 +146,19 @@ def run_section(
     p_log2_from: int = 0,
     strategies: tuple[str, ...] = STRATEGIES,
 ) -> tuple[int, int, float, float]:
+    """``sweep run`` of a bench grid twice (see :func:`cold_warm`)."""
+    name = f"e2e-{keep or 'all'}-p{p_log2_from}-{len(strategies)}-{n_alpha}".replace(":", "-").replace(
+        ",", "-"
+    )
+    return cold_warm(tmp, name, write_spec(tmp, name, list(strategies), n_bw, n_alpha, p_log2_from), keep)
+
+
+def cold_warm(tmp: Path, name: str, spec_path: Path, keep: str | None) -> tuple[int, int, float, float]:
     """``sweep run`` of one grid twice, as a user would: (points, rows, cold s, warm s).
 
     Cold compiles every kernel (into a fresh persistent cache); warm is the
     same run again, which traces and loads them from the cache.
     """
-    name = f"e2e-{keep or 'all'}-p{p_log2_from}-{len(strategies)}-{n_alpha}".replace(":", "-").replace(
-        ",", "-"
-    )
-    spec_path = write_spec(tmp, name, list(strategies), n_bw, n_alpha, p_log2_from)
     p = plan(load_spec(spec_path))
     k = parse_keep(keep, engine.numeric_columns(p.jobs[0]))
     jax.config.update("jax_compilation_cache_dir", str(tmp / f"jax-cache-{name}"))
@@ -163,20 +167,6 @@ def run_section(
     for _ in range(2):
         t = time.perf_counter()
         rows = run_sweep(p, RunOptions(out=tmp / name, keep=k, overwrite=True)).rows
-        walls.append(time.perf_counter() - t)
-    return p.size, rows, walls[0], walls[1]
-
-
-def codesign_section(tmp: Path) -> tuple[int, int, float, float]:
-    """The shipped co-design grid (1.02e8 points) with ``--keep pareto:t_epoch_s,p``, cold / warm."""
-    p = plan(load_spec(ROOT / "grids" / "sweeps" / "codesign-resnet50-large.toml"))
-    k = parse_keep("pareto:t_epoch_s,p", engine.numeric_columns(p.jobs[0]))
-    jax.config.update("jax_compilation_cache_dir", str(tmp / "jax-cache-codesign"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    walls, rows = [], 0
-    for _ in range(2):
-        t = time.perf_counter()
-        rows = run_sweep(p, RunOptions(out=tmp / "codesign", keep=k, overwrite=True)).rows
         walls.append(time.perf_counter() - t)
     return p.size, rows, walls[0], walls[1]
 
@@ -265,7 +255,8 @@ def main() -> None:
                 f"  = {size / warm:>12,.0f} points/s, {rows / warm:>12,.0f} rows/s (warm)"
             )
         if not args.quick:
-            size, rows, cold, warm = codesign_section(tmp)
+            codesign = ROOT / "grids" / "sweeps" / "codesign-resnet50-large.toml"
+            size, rows, cold, warm = cold_warm(tmp, "codesign", codesign, "pareto:t_epoch_s,p")
             what = "codesign-resnet50-large, --keep pareto"
             print(
                 f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
