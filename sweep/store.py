@@ -328,7 +328,9 @@ def prepare_folder(
             return None
         if manifest.get("run_key") != run_key:
             raise InputError(
-                "was written by a different spec or options: cannot resume (use --overwrite)", str(folder)
+                f"was written by {_key_change(manifest.get('run_key'), run_key)}: cannot resume "
+                "(repeat its spec and options, or use --overwrite)",
+                str(folder),
             )
         return manifest
     if manifest is not None or has_parts:
@@ -361,6 +363,17 @@ def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> di
         return None
     if manifest.get("run_key") != run_key:
         raise InputError(
-            f"shard {tag} was written by a different spec or options (use --overwrite)", str(folder)
+            f"shard {tag} was written by {_key_change(manifest.get('run_key'), run_key)} "
+            "(repeat its spec and options, or use --overwrite)",
+            str(folder),
         )
     return manifest
+
+
+def _key_change(old: dict | None, new: dict) -> str:
+    """What differs between a folder's run key and this run's, for an error line: a resume
+    must repeat the spec and the options of the run it continues, ``--chunk`` among them."""
+    old = old or {}
+    names = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    said = ["the spec differs" if k == "spec" else f"{k} was {old.get(k)}, now {new.get(k)}" for k in names]
+    return "another run (" + "; ".join(said) + ")"

@@ -749,8 +749,15 @@ def test_resume_with_a_changed_spec_exits_2(grid, tmp_path):
     changed = tmp_path / "grid.toml"
     changed.write_text(GRID_SPEC.replace("b = [8, 16, 32, 64]", "b = [8, 16, 32]"))
     before = snapshot(grid.out)
-    _assert_exit_2(sweep("run", changed, "-o", grid.out, "--chunk", CHUNK, "--resume"), str(grid.out))
-    _assert_exit_2(sweep("run", grid.spec, "-o", grid.out, "--chunk", 32, "--resume"), str(grid.out))
+    _assert_exit_2(
+        sweep("run", changed, "-o", grid.out, "--chunk", CHUNK, "--resume"), str(grid.out), "the spec differs"
+    )
+    # the line names the option to repeat: a --keep run's default chunk changed once
+    _assert_exit_2(
+        sweep("run", grid.spec, "-o", grid.out, "--chunk", 32, "--resume"),
+        str(grid.out),
+        f"chunk was {CHUNK}, now 32",
+    )
     assert snapshot(grid.out) == before
 
 
