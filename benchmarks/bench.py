@@ -171,12 +171,6 @@ def cold_warm(tmp: Path, name: str, spec_path: Path, keep: str | None) -> tuple[
     return p.size, rows, walls[0], walls[1]
 
 
-def _doc(path: Path) -> dict:
-    import tomllib
-
-    return tomllib.loads(path.read_text())
-
-
 def rss_section(tmp: Path, sizes: list[int]) -> list[tuple[int, float, float]]:
     out = []
     for size in sizes:
