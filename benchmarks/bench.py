@@ -5,9 +5,11 @@
     python -m benchmarks.bench --big      # adds the 1e9-point --keep pareto RSS run
 
 (a) kernel throughput per strategy and for all eight on ResNet-50 (174 layers),
-    beside a plain-Python per-configuration evaluation of the same equations
-    (benchmarks/reference.py): the ratio (top-1 over plain Python) is the
-    figure. "materialised" returns every column to the host like a sweep
+    beside two plain-Python per-configuration evaluations of the same equations:
+    benchmarks/reference.py, from the network's per-layer sums prepared once,
+    and benchmarks/layerwise.py, which adds the terms up layer by layer for every
+    configuration, as SPEC section 4 writes them and the original oracle runs.
+    The ratios (top-1 over each) are the figure. "materialised" returns every column to the host like a sweep
     writing all rows; "top-1" and "pareto" reduce on the device (the --keep
     paths: --keep top:1:t_epoch_s, --keep pareto:t_epoch_s,p). Four chunks spread
     over each job, the median of repeated runs of each, at the chunk size sweep run
@@ -87,15 +89,16 @@ def median_rate(fn, calls: list[tuple], points: int, reps: int) -> float:
 
 def kernel_section(
     tmp: Path, chunk: int, reduce_chunk: int, reps: int
-) -> list[tuple[str, float, float, float, float]]:
+) -> list[tuple[str, float, float, float, float, float]]:
     """Each kernel at the chunk size a run gives it: ``chunk`` writing every row,
     ``reduce_chunk`` reducing (``sweep run``'s defaults, ROWS_CHUNK and REDUCE_CHUNK)."""
-    from benchmarks import reference
+    from benchmarks import layerwise, reference
+    from sweep.models import to_arrays
 
     spec = write_spec(tmp, "kernel", list(STRATEGIES), 64, 640)  # 3.2e6 points per job
     p = plan(load_spec(spec))
     rows = []
-    totals = {"mat": 0.0, "fused": 0.0, "pareto": 0.0, "py": 0.0}
+    totals = {"mat": 0.0, "fused": 0.0, "pareto": 0.0, "py": 0.0, "layers": 0.0}
     rng = random.Random(0)
 
     def calls(job, net, machine, values, size: int) -> tuple[list[tuple], int]:
@@ -129,12 +132,31 @@ def kernel_section(
         for cfg in configs:
             reference.evaluate(ref, job.strategy, *cfg)
         r_py = len(configs) / (time.perf_counter() - t)
-        rows.append((job.strategy, r_mat, r_fused, r_front, r_py))
-        for key, r in (("mat", r_mat), ("fused", r_fused), ("pareto", r_front), ("py", r_py)):
+        net = job.bound.net
+        model = job.bound.model
+        by_layer = layerwise.prepare(
+            to_arrays(model),
+            model.dataset_samples,
+            job.bound.profile.pytree(),
+            float(net.t_measured_s),
+            float(net.ref_rate_flops),
+        )
+        t = time.perf_counter()
+        for cfg in configs[:500]:
+            layerwise.evaluate(by_layer, job.strategy, *cfg)
+        r_layers = 500 / (time.perf_counter() - t)
+        rows.append((job.strategy, r_mat, r_fused, r_front, r_py, r_layers))
+        for key, r in (
+            ("mat", r_mat),
+            ("fused", r_fused),
+            ("pareto", r_front),
+            ("py", r_py),
+            ("layers", r_layers),
+        ):
             totals[key] += 1.0 / r
     # the same number of configurations through each of the eight kernels: rows/s overall
     n = len(p.jobs)
-    rows.append(("all eight", *(n / totals[k] for k in ("mat", "fused", "pareto", "py"))))
+    rows.append(("all eight", *(n / totals[k] for k in ("mat", "fused", "pareto", "py", "layers"))))
     return rows
 
 
@@ -225,11 +247,13 @@ def main() -> None:
             f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
         )
         print(
-            f"{'strategy':<14} {'materialised':>14} {'top-1':>14} {'pareto':>14} {'plain Python':>14} {'ratio':>8}"
+            f"{'strategy':<14} {'materialised':>14} {'top-1':>14} {'pareto':>14}"
+            f" {'Python, sums':>14} {'ratio':>8} {'Python, layers':>14} {'ratio':>8}"
         )
-        for name, r_mat, r_top, r_front, r_py in kernel_section(tmp, chunk, reduce_chunk, 5):
+        for name, r_mat, r_top, r_front, r_py, r_layers in kernel_section(tmp, chunk, reduce_chunk, 5):
             print(
-                f"{name:<14} {r_mat:>14,.0f} {r_top:>14,.0f} {r_front:>14,.0f} {r_py:>14,.0f} {r_top / r_py:>7,.0f}x"
+                f"{name:<14} {r_mat:>14,.0f} {r_top:>14,.0f} {r_front:>14,.0f}"
+                f" {r_py:>14,.0f} {r_top / r_py:>7,.0f}x {r_layers:>14,.0f} {r_top / r_layers:>7,.0f}x"
             )
         n_alpha = 100 if args.quick else 1000
         print(
