@@ -14,7 +14,8 @@ writing every row to Parquet (write-bound). Modes:
 - Dask: ``--dask local:2``, two worker processes (one CPU device each)
   evaluating and writing chunks.
 
-Rates are steady-state: points finished after each process's first chunk
+Every run uses ``sweep run``'s default chunk: 2^20 points with ``--keep``,
+2^18 writing every row. Rates are steady-state: points finished after each process's first chunk
 (which includes compiling) over the time since then. The wall time with
 start-up is printed beside them. The last section extrapolates a 10^12-point
 ``--keep pareto`` sweep on 64 nodes from the measured per-core rate and
@@ -31,8 +32,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sweep.run import REDUCE_CHUNK, ROWS_CHUNK
+
 ROOT = Path(__file__).resolve().parents[1]
-CHUNK = 1 << 18
 KEEP = "pareto:t_epoch_s,p"
 
 SPEC = """name = "{name}"
@@ -64,15 +66,15 @@ marks = []
 def progress(done, total, elapsed):
     marks.append((time.perf_counter(), done))
 
-opts = RunOptions(out=out, chunk={chunk}, keep=parse_keep(keep, engine.numeric_columns(p.jobs[0])), overwrite=True, dask=dask)
+opts = RunOptions(out=out, keep=parse_keep(keep, engine.numeric_columns(p.jobs[0])), overwrite=True, dask=dask)
 summary = run_sweep(p, opts, progress)
 t1 = time.perf_counter()
 (ts, ps) = marks[warm - 1]
 import resource
 cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
           for f in ("ru_utime", "ru_stime"))
-print(json.dumps({{"points": p.size, "rows": summary.rows, "wall": t1 - t0, "rate": (p.size - ps) / (t1 - ts),
-                   "cpu": cpu, "devices": len(jax.devices())}}))
+print(json.dumps({"points": p.size, "rows": summary.rows, "wall": t1 - t0, "rate": (p.size - ps) / (t1 - ts),
+                  "cpu": cpu, "devices": len(jax.devices())}))
 """
 
 
@@ -90,8 +92,7 @@ def run_mode(spec: Path, out: Path, keep: str | None, devices: int, dask: str | 
     if devices > 1:
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     warm = 2 if dask else 1  # the first chunk of each worker compiles
-    code = RUNNER.format(chunk=CHUNK)
-    args = [sys.executable, "-c", code, str(spec), str(out), keep or "", dask or "", str(warm)]
+    args = [sys.executable, "-c", RUNNER, str(spec), str(out), keep or "", dask or "", str(warm)]
     res = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -103,7 +104,7 @@ def main() -> None:
     ap.add_argument("--cores-per-node", type=int, default=64, help="CPU cores of a node, for the estimate")
     ap.add_argument("--nodes", type=int, default=64)
     args = ap.parse_args()
-    keep_points = 2_000_000 if args.quick else 8_000_000
+    keep_points = 4_000_000 if args.quick else 16_000_000
     all_points = 1_000_000 if args.quick else 3_000_000
     repeat = 1 if args.quick else args.repeat
     modes = [
@@ -111,7 +112,10 @@ def main() -> None:
         ("2 forced CPU devices", 2, None),
         ("Dask local:2 (1 device each)", 1, "local:2"),
     ]
-    print(f"{os.cpu_count()} CPUs; chunk {CHUNK:,}; best of {repeat} interleaved runs per mode")
+    print(
+        f"{os.cpu_count()} CPUs; sweep run's chunks ({REDUCE_CHUNK:,} points with --keep, {ROWS_CHUNK:,} writing"
+        f" every row); best of {repeat} interleaved runs per mode"
+    )
     print(
         "steady = points after each process's first chunk (compile) / time since; cpu = CPU seconds, all processes"
     )
@@ -144,7 +148,7 @@ def main() -> None:
     total = 1e12
     node = per_core * args.cores_per_node
     wall = total / (node * args.nodes)
-    tasks = total / CHUNK
+    tasks = total / REDUCE_CHUNK
     print(f"\nestimate: 10^12 points --keep pareto on {args.nodes} nodes of {args.cores_per_node} CPU cores")
     print(
         f"  per core   r = best rate on this 2-core machine / 2 = {top:,.0f} / 2 = {per_core:,.0f} points/s"
@@ -155,7 +159,7 @@ def main() -> None:
     )
     print(f"  wall       1e12 / ({args.nodes} x {node:,.3g}) = {wall:,.0f} s = {wall / 3600:.2f} h")
     print(
-        f"  chunks     1e12 / {CHUNK:,} = {tasks:,.3g}; as Dask tasks at ~1 ms of scheduler time each: "
+        f"  chunks     1e12 / {REDUCE_CHUNK:,} = {tasks:,.3g}; as Dask tasks at ~1 ms of scheduler time each: "
         f"+{tasks * 1e-3:,.0f} s (with --chunk 4194304: +{total / 2**22 * 1e-3:,.0f} s); "
         f"--shard K/{args.nodes} in a job array has no scheduler"
     )
