@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from sweep import store
 from sweep.cli import _enable_x64, _setup_jax_cache, cli, handle_errors, parse_set
 from sweep.errors import InputError
 
@@ -269,10 +270,6 @@ def calibrate(csv_path, machine_spec, fit_items, out, name, cv, transfer, sets, 
         comments += ["", f"Base profile {profile.source}:", *base_notes]
     comments.append("")
     path = Path(out)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with store.written(path) as tmp:
         tmp.write_text(to_toml(fitted, tuple(comments)))
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
     click.echo(f"wrote {path} (machine '{fitted.name}')")

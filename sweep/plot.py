@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from sweep import store
 from sweep.errors import InputError
 from sweep.query import Source, as_sweep, best, pareto, split_names
 
@@ -91,16 +92,12 @@ def _check_out(path: str | Path) -> Path:
 
 
 def _save(fig, out: Path) -> Path:
-    import os
+    import matplotlib.pyplot as plt
 
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     try:
-        fig.savefig(tmp, dpi=150, bbox_inches="tight", metadata=_metadata(out))
-        os.replace(tmp, out)
+        with store.written(out, keep_suffix=True) as tmp:
+            fig.savefig(tmp, dpi=150, bbox_inches="tight", metadata=_metadata(out))
     finally:
-        tmp.unlink(missing_ok=True)
-        import matplotlib.pyplot as plt
-
         plt.close(fig)
     return out
 

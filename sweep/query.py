@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from sweep import store
 from sweep.errors import InputError
 from sweep.pareto import dominated_by, pareto_mask, pareto_mask_blocked, top_k_order
 from sweep.where import Filter, combine, parse_where
@@ -759,16 +760,13 @@ def write_table(table: pa.Table, path: str | Path) -> Path:
 
     Written to a dot-named temporary file and renamed, so no partial file is left.
     """
-    import os
-
     out = Path(path)
     suffix = out.suffix.lower()
     if suffix not in OUTPUT_SUFFIXES:
         raise InputError(f"-o: unknown output type '{suffix or out.name}' (use {', '.join(OUTPUT_SUFFIXES)})")
     if not out.parent.exists():
         raise InputError("-o: folder does not exist", str(out.parent))
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
+    with store.written(out) as tmp:
         if suffix in (".parquet", ".pq"):
             import pyarrow.parquet as pq
 
@@ -792,9 +790,6 @@ def write_table(table: pa.Table, path: str | Path) -> Path:
             else:
                 text = "".join(json.dumps(r) + "\n" for r in records)
             tmp.write_text(text)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -17,6 +17,7 @@ rows written, the running reduction and the manifest.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import os
@@ -491,6 +492,18 @@ def run_sweep(
         hint = "rerun the same command" if run.tag else "rerun with --resume"
         raise Interrupted(
             f"interrupted: {run.manifest['rows']:,} rows in {run.folder}; {hint} to continue"
+        ) from None
+    except OSError as err:
+        # a full disk, a folder gone or made read-only: keep what is finished, as an interrupt does
+        with contextlib.suppress(OSError):
+            run.interrupted()
+        with contextlib.suppress(OSError):
+            store.remove_temporaries(run.folder, run.tag)
+        hint = "rerun the same command" if run.tag else "rerun with --resume"
+        what = os.strerror(err.errno) if err.errno else str(err)
+        raise InputError(
+            f"stopped: {what}; {run.manifest['rows']:,} rows kept; fix it and {hint} to continue",
+            str(run.folder),
         ) from None
     except BaseException:
         store.remove_temporaries(run.folder, run.tag)

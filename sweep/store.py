@@ -19,7 +19,8 @@ import os
 import platform
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -64,6 +65,43 @@ def atomic_write_text(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def written(path: Path, keep_suffix: bool = False) -> Iterator[Path]:
+    """Write a user's output file whole or not at all: yields a dot-named temporary to write.
+
+    On success the temporary is renamed onto ``path``; in any case it is
+    removed. An operating system error (a folder that cannot take files, a
+    full disk) becomes a one-line :class:`InputError` naming ``path``.
+    ``keep_suffix`` ends the temporary in ``path``'s suffix, for writers that
+    choose the format by it (matplotlib).
+    """
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}" if keep_suffix else f".{path.name}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as err:
+        raise InputError(f"cannot write: {_reason(err)}", str(path)) from None
+    finally:
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def writable_folder(folder: Path) -> None:
+    """Create ``folder`` if needed and check that files can be made in it, or raise :class:`InputError`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = temporary(folder / "probe")
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise InputError(f"cannot write in the output folder: {_reason(err)}", str(folder)) from None
+
+
+def _reason(err: OSError) -> str:
+    """The system's words for an error number ('No such file or directory'), not a temporary's name."""
+    return os.strerror(err.errno) if err.errno else str(err)
 
 
 def remove_temporaries(folder: Path, tag: str | None = None) -> None:
@@ -308,7 +346,7 @@ def prepare_folder(
     """
     if folder.exists() and not folder.is_dir():
         raise InputError("output path exists and is not a folder", str(folder))
-    folder.mkdir(parents=True, exist_ok=True)
+    writable_folder(folder)
     if tag is not None:
         return _prepare_shard(folder, overwrite, run_key, tag)
     remove_temporaries(folder)

@@ -17,7 +17,6 @@ mean is the accuracy reported here.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import LIMITS, Config, Net
+from sweep import store
 from sweep.errors import InputError
 from sweep.evaluate import point_fn
 from sweep.machines import MachineProfile
@@ -208,8 +208,7 @@ def write_table(meas: Measurements, pred_s: Sequence[float] | np.ndarray, out: s
     columns = table_columns(meas, pred_s)
     if not out.parent.is_dir():
         raise InputError("no such folder", str(out.parent))
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
+    with store.written(out) as tmp:
         if out.suffix == ".csv":
             import csv
 
@@ -224,9 +223,6 @@ def write_table(meas: Measurements, pred_s: Sequence[float] | np.ndarray, out: s
 
             arrays = {k: (v if k in ADDED_COLUMNS else _typed(v)) for k, v in columns.items()}
             pq.write_table(pa.table(arrays), tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out
 
 
@@ -279,11 +275,9 @@ def plot(meas: Measurements, pred_s: Sequence[float] | np.ndarray, out: str | Pa
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, out)
+        with store.written(out, keep_suffix=True) as tmp:
+            fig.savefig(tmp, dpi=120)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
     return out

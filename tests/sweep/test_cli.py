@@ -490,3 +490,13 @@ def test_run_writes_to_outputs_spec_name_by_default(runner, tmp_path, monkeypatc
     folder = tmp_path / "outputs" / "tiny"
     assert (folder / "_manifest.json").is_file()
     assert len(list(folder.glob("part-*.parquet"))) == 1
+
+
+def test_run_into_a_folder_that_cannot_be_made_is_one_line(runner, tmp_path):
+    spec = _write(tmp_path / "ok.toml", SPEC_HEAD + 'strategies = ["data"]\n[axes]\np = [4]\nb = [32]\n')
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    out = blocker / "out"
+    result = invoke(runner, "run", spec, "-o", str(out))
+    assert_one_line_error(result, str(out), "cannot write in the output folder: Not a directory")
+    assert blocker.read_text() == "a file, not a folder\n"

@@ -11,6 +11,7 @@ and :func:`sweep.pareto.pareto_mask` / sorting for the in-stream reductions.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import os
@@ -37,6 +38,7 @@ import grids
 from sweep import engine, store
 from sweep import reducer as reducer_module
 from sweep.cli import cli
+from sweep.errors import InputError
 from sweep.evaluate import RESULT_COLUMNS, Bound, estimate
 from sweep.grid import Job
 from sweep.machines import load_machine
@@ -578,6 +580,39 @@ def test_interrupt_then_resume_equals_a_clean_run(grid, tmp_path, monkeypatch):
     result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--resume")
     assert result.exit_code == 0, result.output
     assert temporaries(out) == []
+    assert manifest(out)["complete"] is True
+    assert as_tuples(read_rows(out)) == as_tuples(grid.rows)
+
+
+def test_a_full_disk_stops_with_one_line_and_resumes(grid, tmp_path, monkeypatch):
+    """An OS error while writing (here ENOSPC on the 30th part file): one line, exit 2, the
+    finished chunks kept and recorded; --resume then yields exactly the clean run's rows."""
+    import errno
+
+    spec = tmp_path / "grid.toml"
+    spec.write_text(GRID_SPEC)
+    out = tmp_path / "out"
+    real, calls = store.PartWriter.write, itertools.count(1)  # next() is atomic: writer threads
+
+    def write(self, name, table):
+        if next(calls) == 30:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out / f".{name}.tmp"))
+        return real(self, name, table)
+
+    monkeypatch.setattr(store.PartWriter, "write", write)
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {out}: stopped: No space left on device; ")
+    assert lines[0].endswith("rows kept; fix it and rerun with --resume to continue")
+    assert "Traceback" not in result.output
+    assert temporaries(out) == []
+    m = manifest(out)
+    assert m["complete"] is False
+    assert 0 < m["rows"] == count_rows(out) < len(grid.rows)
+    monkeypatch.undo()
+    result = sweep("run", spec, "-o", out, "--chunk", CHUNK, "--resume")
+    assert result.exit_code == 0, result.output
     assert manifest(out)["complete"] is True
     assert as_tuples(read_rows(out)) == as_tuples(grid.rows)
 
@@ -1186,3 +1221,22 @@ def test_pareto_mask_known_fronts():
     assert pareto_mask(objs).tolist() == [True, True, True, True, False, True, False]
     three = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [2.0, 2.0, 3.0], [0.0, 9.0, 9.0]])
     assert pareto_mask(three).tolist() == [True, True, False, True]
+
+
+def test_written_is_whole_or_absent(tmp_path):
+    """store.written: the file appears only on success; an OS error is one InputError naming the path."""
+    out = tmp_path / "a.csv"
+    with store.written(out) as tmp:
+        tmp.write_text("x\n")
+        assert not out.exists()
+    assert out.read_text() == "x\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"]
+    with pytest.raises(RuntimeError), store.written(out) as tmp:  # a failing writer keeps the old file
+        tmp.write_text("half")
+        raise RuntimeError
+    assert out.read_text() == "x\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"]
+    blocked = store.written(out / "b.png", keep_suffix=True)
+    with pytest.raises(InputError, match=r"a\.csv/b\.png: cannot write: Not a directory$"), blocked as tmp:
+        assert tmp.name == ".b.tmp.png"
+        tmp.write_text("never")
+    with pytest.raises(InputError, match=r"a\.csv: cannot write in the output folder: File exists$"):
+        store.writable_folder(out)

@@ -87,3 +87,13 @@ def test_missing_matplotlib_is_one_line(small, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     with pytest.raises(InputError, match=r"pip install 'paradl-sweep\[plot\]'"):
         plot.scaling(small, tmp_path / "x.png")
+
+
+def test_cli_plot_that_cannot_be_written_is_one_line(small, tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    out = blocker / "x.png"
+    r = CliRunner().invoke(cli, ["plot", "scaling", str(small), "-o", str(out)])
+    assert r.exit_code == 2, r.output
+    assert r.stderr == f"error: {out}: cannot write: Not a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]

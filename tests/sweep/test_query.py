@@ -409,3 +409,15 @@ def test_help_texts_have_examples():
     for kind in ("scaling", "breakdown", "pareto", "regime"):
         r = _run("plot", kind, "--help")
         assert r.exit_code == 0 and "Example" in r.output, kind
+
+
+@pytest.mark.parametrize("name", ["x.csv", "x.parquet", "x.json"])
+def test_cli_output_that_cannot_be_written_is_one_line(small, tmp_path, name):
+    """A path under a plain file (ENOTDIR even for root): one line naming it, nothing left behind."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    out = blocker / name
+    r = _run("top", str(small), "--by", "t_epoch_s", "-o", str(out))
+    assert r.exit_code == 2, r.output
+    assert r.stderr == f"error: {out}: cannot write: Not a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
