@@ -64,6 +64,7 @@ def merge(folder: Path) -> MergeSummary:
     if len(counts) > 1:
         raise InputError(f"holds shards of different counts ({', '.join(map(str, counts))})", str(folder))
     n = counts[0]
+    store.writable_folder(folder)  # merging writes the manifest and the kept rows here
     manifests: dict[int, dict] = {}
     for (k, _), path in sorted(found.items()):
         doc = store.read_manifest(folder, path.name)
