@@ -74,6 +74,9 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
             if set(raw) != {"log2"} or not _ints(lo_hi, 2):
                 raise InputError("log2 takes two integer exponents [a, b]", where(origin, key=key))
             a, b = lo_hi
+            if not -1074 <= a <= 1023 or not -1074 <= b <= 1023:
+                raise InputError("log2 exponents must be in -1074..1023 (a float64)", where(origin, key=key))
+            _check_length(b - a + 1, origin, key)
             values = [2**k for k in range(a, b + 1)]
         elif kind == "linspace":
             spec = raw["linspace"]
@@ -84,10 +87,11 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
                 or not _ints(spec[2:], 1)
             ):
                 raise InputError("linspace takes [start, stop, count]", where(origin, key=key))
-            if not all(_number(v) for v in spec[:2]) or spec[2] < 1:
+            if not all(_finite(v) for v in spec[:2]) or spec[2] < 1:
                 raise InputError(
-                    "linspace takes numbers [start, stop] and a count >= 1", where(origin, key=key)
+                    "linspace takes finite numbers [start, stop] and a count >= 1", where(origin, key=key)
                 )
+            _check_length(spec[2], origin, key)
             values = list(np.linspace(float(spec[0]), float(spec[1]), int(spec[2])))
         else:
             if set(raw) - {"start", "stop", "step"} or not {"start", "stop"} <= set(raw):
@@ -95,20 +99,24 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
                     "a range needs start and stop (inclusive), optional step", where(origin, key=key)
                 )
             start, stop, step = raw["start"], raw["stop"], raw.get("step", 1)
-            if not all(_number(v) for v in (start, stop, step)) or step <= 0:
-                raise InputError("start, stop and step must be numbers, step > 0", where(origin, key=key))
-            count = math.floor((stop - start) / step + 1e-9) + 1
+            if not all(_finite(v) for v in (start, stop, step)) or step <= 0:
+                raise InputError(
+                    "start, stop and step must be finite numbers, step > 0", where(origin, key=key)
+                )
+            span = (stop - start) / step
+            _check_length(span + 1 if math.isfinite(span) else math.inf, origin, key)
+            count = math.floor(span + 1e-9) + 1
             values = [start + i * step for i in range(max(count, 0))]
     else:
         values = [raw]
     if not values:
         raise InputError("axis is empty", where(origin, key=key))
-    if len(values) > MAX_AXIS:
-        raise InputError(f"axis has {len(values):,} values, more than {MAX_AXIS:,}", where(origin, key=key))
+    _check_length(len(values), origin, key)
     if name in CONFIG_AXES:
         out = []
         for v in values:
-            if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 1:
+            bad = isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+            if bad or v != int(v) or v < 1:
                 raise InputError(f"values must be whole numbers >= 1, got {v!r}", where(origin, key=key))
             if v > MAX_CONFIG_VALUE:
                 raise InputError(
@@ -130,6 +138,17 @@ def _ints(values, n: int) -> bool:
 
 def _number(v) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _finite(v) -> bool:
+    return _number(v) and math.isfinite(v)
+
+
+def _check_length(count: float, origin: str, key: str) -> None:
+    """Refuse an axis of more than MAX_AXIS values before building it (a range can ask for 1e12)."""
+    if count > MAX_AXIS:
+        many = f"{count:,.0f}" if count < 1e15 else f"{count:.3g}"
+        raise InputError(f"axis has {many} values, more than {MAX_AXIS:,}", where(origin, key=key))
 
 
 def _str_list(doc: dict, single: str, plural: str, origin: str) -> list:

@@ -394,6 +394,28 @@ def _bad_specs() -> dict[str, tuple[str, tuple[str, ...]]]:
         "unknown top-level key": ("colour = 1\n" + SPEC_HEAD + data + axes, ("colour",)),
         "unknown machine parameter in set": (SPEC_HEAD + data + axes + "[set]\nbogus = 1\n", ("bogus",)),
         "malformed TOML": (SPEC_HEAD + data + "[axes\np = [4]\nb = [32]\n", (":5",)),
+        # ranges too long are refused before their values are built (1e12 values took 13 GB)
+        "range of 1e12 values": (
+            SPEC_HEAD + data + "[axes]\np = [4]\nb = { start = 1, stop = 1e12 }\n",
+            ("axes.b", "1,000,000,000,000 values, more than 4,194,304"),
+        ),
+        "linspace of 1e9 values": (
+            SPEC_HEAD + data + axes + "inter_alpha_s = { linspace = [1e-6, 2e-6, 1000000000] }\n",
+            ("axes.inter_alpha_s", "1,000,000,000 values"),
+        ),
+        "range whose length overflows": (
+            SPEC_HEAD + data + axes + "inter_alpha_s = { start = -1e308, stop = 1e308, step = 1e-308 }\n",
+            ("axes.inter_alpha_s", "inf values"),
+        ),
+        "log2 exponent past float64": (
+            SPEC_HEAD + data + "[axes]\np = { log2 = [0, 30000000] }\nb = [32]\n",
+            ("axes.p", "-1074..1023"),
+        ),
+        "infinite batch": (SPEC_HEAD + data + "[axes]\np = [4]\nb = [inf]\n", ("axes.b", "got inf")),
+        "infinite range end": (
+            SPEC_HEAD + data + "[axes]\np = [4]\nb = { start = 1, stop = inf }\n",
+            ("axes.b", "finite"),
+        ),
         "over 10^12 points without --yes": (
             SPEC_HEAD + data + "[axes]\np = { start = 1, stop = 1000 }\nb = [32]\n" + big + "\n",
             ("--yes",),
