@@ -126,8 +126,8 @@ def _base_comments(profile) -> list[str]:
     if path is None:
         path = Path(profile.source)
     try:
-        text = path.read_text()
-    except OSError:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
         return []
     out = []
     for line in text.splitlines():

@@ -249,7 +249,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not path.exists() and path.suffix != ".toml" and (grids.SWEEPS / f"{path}.toml").exists():
         path = grids.SWEEPS / f"{path}.toml"
     doc = read_toml(path)
-    return parse_spec(doc, str(path), path.resolve().parent, path.read_text())
+    return parse_spec(doc, str(path), path.resolve().parent, path.read_text(encoding="utf-8-sig"))
 
 
 @dataclass

@@ -134,12 +134,15 @@ def read_measurements(
     """
     path = Path(path)
     try:
-        with path.open(newline="") as fh:
+        # utf-8-sig: a spreadsheet's CSV export often starts with a byte-order mark
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             text = fh.read()
     except FileNotFoundError:
         raise InputError("no such file", str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read: {getattr(err, 'strerror', None) or err}", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read: not UTF-8 text (byte {err.start})", str(path)) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", str(path)) from None
     reader = csv.reader(text.splitlines(keepends=True))
     try:
         header = next(reader)

@@ -145,6 +145,16 @@ def _check_layer(layer: Layer, path, line: int) -> None:
         raise InputError(f"layer '{layer.name}' has a zero extent in x or y", where(path, line))
 
 
+def _read_text(path: Path, what: str) -> str:
+    """A text file as UTF-8 (a byte-order mark, as some Windows editors write, is skipped)."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise InputError(f"cannot read {what}: {err.strerror}", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read {what}: not UTF-8 text (byte {err.start})", str(path)) from None
+
+
 def parse_net(path: str | Path) -> Model:
     """Read a ParaDL ``.net`` or ``.net_sc`` file (SPEC section 5), every layer active.
 
@@ -152,10 +162,7 @@ def parse_net(path: str | Path) -> Model:
     element count) draw a warning, not an error: ParaDL's files have such typos.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InputError(f"cannot read model file: {err.strerror}", str(path)) from None
+    text = _read_text(path, "model file")
     dataset, dataset_samples, name = "", None, path.stem
     layers: list[Layer] = []
     lines: list[int] = []
@@ -236,10 +243,7 @@ def apply_lc(model: Model, path: str | Path) -> Model:
     count and names must match the model's layers.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InputError(f"cannot read layer-config file: {err.strerror}", str(path)) from None
+    text = _read_text(path, "layer-config file")
     entries = [(n, raw.strip()) for n, raw in enumerate(text.splitlines(), start=1) if raw.strip()]
     if len(entries) != len(model.layers):
         raise InputError(
@@ -352,12 +356,13 @@ def load_model_toml(path: str | Path) -> Model:
 def read_toml(path: Path) -> dict:
     """Parse a TOML file; a missing file or bad syntax is an :class:`InputError` with the line."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig"))  # a byte-order mark is skipped
     except FileNotFoundError:
         raise InputError("no such file", str(path)) from None
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read: not UTF-8 text (byte {err.start})", str(path)) from None
     except tomllib.TOMLDecodeError as err:
         line = getattr(err, "lineno", None)
         msg = getattr(err, "msg", str(err))

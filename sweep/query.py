@@ -129,7 +129,7 @@ class Sweep:
             return None
         try:
             return json.loads((self.path / "_manifest.json").read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # bad JSON, or not UTF-8
             return None
 
     def count_rows(self, where: str | None = None) -> int:

@@ -316,7 +316,7 @@ def read_manifest(folder: Path, name: str = MANIFEST) -> dict | None:
         return None
     try:
         return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, ValueError) as err:  # ValueError: bad JSON, or bytes that are not UTF-8
         raise InputError(f"unreadable manifest: {err}", str(path)) from None
 
 

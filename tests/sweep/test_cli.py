@@ -522,3 +522,76 @@ def test_run_into_a_folder_that_cannot_be_made_is_one_line(runner, tmp_path):
     result = invoke(runner, "run", spec, "-o", str(out))
     assert_one_line_error(result, str(out), "cannot write in the output folder: Not a directory")
     assert blocker.read_text() == "a file, not a folder\n"
+
+
+NOT_UTF8 = b"\x7fELF\x02\x01\x01\x00" + bytes(
+    range(0xC0, 0x100)
+)  # the start of a binary, then bytes UTF-8 rejects
+
+
+@pytest.mark.parametrize(
+    ("name", "command"),
+    [
+        ("spec.toml", ("plan", "{f}")),
+        (
+            "model.toml",
+            ("estimate", "--model", "{f}", "--machine", "abci", "--strategy", "data", "--p", "4", "--b", "8"),
+        ),
+        (
+            "model.net",
+            ("estimate", "--model", "{f}", "--machine", "abci", "--strategy", "data", "--p", "4", "--b", "8"),
+        ),
+        (
+            "box.toml",
+            (
+                "estimate",
+                "--model",
+                "resnet50",
+                "--machine",
+                "{f}",
+                "--strategy",
+                "data",
+                "--p",
+                "4",
+                "--b",
+                "8",
+            ),
+        ),
+        ("runs.csv", ("validate", "{f}")),
+    ],
+)
+def test_a_binary_input_file_is_one_line(runner, tmp_path, name, command):
+    """A file that is not UTF-8 text (a binary given by mistake) names itself; no UnicodeDecodeError."""
+    f = tmp_path / name
+    f.write_bytes(NOT_UTF8)
+    result = invoke(runner, *(a.format(f=f) for a in command))
+    assert_one_line_error(result, str(f), "not UTF-8 text (byte 8)")
+
+
+def test_a_binary_layer_config_is_one_line(runner, tmp_path):
+    if PARADL is None:
+        pytest.skip("ParaDL example files not found")
+    lc = tmp_path / "bad.lc"
+    lc.write_bytes(NOT_UTF8)
+    args = ("--machine", "abci", "--strategy", "data", "--p", "4", "--b", "8")
+    result = invoke(runner, "estimate", "--model", RESNET_NET, "--lc", str(lc), *args)
+    assert_one_line_error(result, str(lc), "not UTF-8 text")
+
+
+def test_files_with_a_byte_order_mark_are_read(runner, tmp_path):
+    """Windows editors and spreadsheet exports start UTF-8 files with a BOM: read as if it were not there."""
+    bom = "\ufeff"
+    spec = tmp_path / "bom.toml"
+    spec.write_text(
+        bom + SPEC_HEAD + 'strategies = ["data"]\n[axes]\np = [4, 8]\nb = [32]\n', encoding="utf-8"
+    )
+    result = invoke(runner, "plan", str(spec))
+    assert result.exit_code == 0, result.output
+    assert "p[2] x b[1]" in result.stdout
+    runs = tmp_path / "runs.csv"
+    runs.write_text(
+        bom + "model,strategy,p,b,p2,machine,iter_time_s\nresnet50,data,8,32,4,abci,0.1\n", encoding="utf-8"
+    )
+    result = invoke(runner, "validate", str(runs))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].split()[:3] == ["all", "all", "1"]
