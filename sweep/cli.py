@@ -221,6 +221,8 @@ def run(
     from sweep.grid import plan as make_plan
     from sweep.run import Interrupted, RunOptions, parse_keep, parse_shard, run_sweep, tty_progress
 
+    if resume and overwrite:
+        raise InputError("give --resume (continue the folder's run) or --overwrite (start over), not both")
     if chunk is not None and not 1 <= chunk <= engine.MAX_CHUNK:
         raise InputError(f"--chunk must be in 1..{engine.MAX_CHUNK}, got {chunk}")
     shard = parse_shard(shard_text) if shard_text is not None else None
@@ -231,7 +233,11 @@ def run(
         raise InputError(f"{p.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
     keep = parse_keep(keep_text, engine.numeric_columns(p.jobs[0]))
     folder = Path(out) if out else Path("outputs") / p.spec.name
-    cols = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else None
+    cols = None
+    if columns is not None:
+        cols = tuple(c.strip() for c in columns.split(",") if c.strip())
+        if not cols:
+            raise InputError(f"--columns names no column, got '{columns}'")
     opts = RunOptions(
         out=folder,
         chunk=chunk or 0,

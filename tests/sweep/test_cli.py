@@ -460,6 +460,9 @@ def test_plan_of_a_missing_spec(runner, tmp_path):
         (("--columns", "nope"), "nope"),
         (("--columns", "p,nope"), "nope"),
         (("--chunk", "0"), "--chunk"),
+        (("--columns", ",,,"), "--columns names no column"),
+        (("--columns", ""), "--columns names no column"),
+        (("--resume", "--overwrite"), "not both"),
     ],
 )
 def test_run_bad_options_are_one_line_exit_2(runner, tmp_path, option, needle):
