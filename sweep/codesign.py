@@ -58,6 +58,8 @@ NOT_CONTINUOUS = {
     "allreduce_algo": "a choice of algorithm",
 }
 GRID = 4096
+#: The largest dense grid: a grid point holds every configuration's columns (2.6 GB at 1e8).
+MAX_GRID = 1 << 20
 BISECT_STEPS = 64
 TARGET_OPS = ("<=", "<", ">=", ">")
 
@@ -348,8 +350,8 @@ def solve(bound: Bound, q: Question) -> Answer:
         raise InputError(f"--p must be >= 1, got {q.p}")
     if not q.b and not q.B:
         raise InputError("give samples per replica (--b) or a global batch (--B)")
-    if q.grid < 2:
-        raise InputError(f"--grid must be >= 2, got {q.grid}")
+    if not 2 <= q.grid <= MAX_GRID:
+        raise InputError(f"--grid must be in 2..{MAX_GRID:,}, got {q.grid:,}")
     d_lo, d_hi = _default_range(bound, q.param)
     lo = d_lo if q.lo is None else q.lo
     hi = d_hi if q.hi is None else q.hi
