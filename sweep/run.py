@@ -479,6 +479,7 @@ def run_sweep(
     main_thread = threading.current_thread() is threading.main_thread()
     if main_thread:
         signal.signal(signal.SIGTERM, _raise_interrupt)
+    hint = "rerun the same command" if run.tag else "rerun with --resume"  # how to continue a stop
     try:
         with run.lock:
             run.save_manifest()
@@ -489,7 +490,6 @@ def run_sweep(
         run.finish()
     except KeyboardInterrupt:
         run.interrupted()
-        hint = "rerun the same command" if run.tag else "rerun with --resume"
         raise Interrupted(
             f"interrupted: {run.manifest['rows']:,} rows in {run.folder}; {hint} to continue"
         ) from None
@@ -499,7 +499,6 @@ def run_sweep(
             run.interrupted()
         with contextlib.suppress(OSError):
             store.remove_temporaries(run.folder, run.tag)
-        hint = "rerun the same command" if run.tag else "rerun with --resume"
         what = os.strerror(err.errno) if err.errno else str(err)
         raise InputError(
             f"stopped: {what}; {run.manifest['rows']:,} rows kept; fix it and {hint} to continue",
