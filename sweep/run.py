@@ -48,6 +48,9 @@ CHECKPOINT_S = 5.0
 KEEP_PART = "part-keep.parquet"
 #: Part files written at once by a local run (one core each while encoding).
 WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: The most rows --keep top:K may keep: they stay in memory (about 100 bytes each, three
+#: times that while a reduction sorts them), unlike a Pareto front, which spills to disk.
+MAX_TOP_K = 1 << 20
 #: Kernels traced and compiled at once ahead of the job computing.
 PREPARE_THREADS = 2
 
@@ -144,6 +147,11 @@ def parse_keep(text: str | None, columns: tuple[str, ...]) -> Keep:
             raise InputError(f"--keep top:K:COL needs an integer K, got '{k_text}'") from None
         if k < 1 or not col:
             raise InputError("--keep top:K:COL needs K >= 1 and a column")
+        if k > MAX_TOP_K:
+            raise InputError(
+                f"--keep top:K:COL holds K rows in memory: K must be <= {MAX_TOP_K:,}, got {k:,}"
+                " (for more, write the rows, e.g. with --only-feasible, and query them with sweep top)"
+            )
         keep = Keep("top", (col.strip(),), k)
     else:
         raise InputError(f"--keep must be all, pareto:COLS or top:K:COL, got '{text}'")

@@ -457,6 +457,7 @@ def test_plan_of_a_missing_spec(runner, tmp_path):
         (("--keep", "top:x:t_epoch_s"), "x"),
         (("--keep", "pareto:nope"), "nope"),
         (("--keep", "top:0:t_epoch_s"), "K"),
+        (("--keep", "top:1048577:t_epoch_s"), "K must be <= 1,048,576, got 1,048,577"),
         (("--columns", "nope"), "nope"),
         (("--columns", "p,nope"), "nope"),
         (("--chunk", "0"), "--chunk"),
