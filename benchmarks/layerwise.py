@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchmarks import reference
-from kernels import KINDS, LayerArrays
+from kernels import ACTIVE_FAMILIES, KINDS, LayerArrays
 from kernels.network import IN_PLACE, contiguous_sums, minmax_partition
 
-FAMILIES = ("spatial", "filter", "channel")  # kernels.ACTIVE_FAMILIES
+SPATIAL, FILTER, CHANNEL = (ACTIVE_FAMILIES.index(f) for f in ("spatial", "filter", "channel"))
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def prepare(
     ``t_measured_s`` and ``ref_rate_flops`` as in :func:`kernels.build_net`.
     """
     kinds = [KINDS[int(k)] for k in arrays.kind]
-    fixed = [bool(f) for f in arrays.overridden]
+    fixed = [bool(f) for f in arrays.overridden]  # per family: the active set is overridden
     layers = []
     for i, kind in enumerate(kinds):
         x = [float(v) for v in arrays.x[i]]
@@ -107,7 +107,7 @@ def prepare(
         y = [float(v) for v in arrays.y[i]]
         h = math.floor((w[2] - 1) / 2) if w[2] > 0 else 0.0
         weighted = kind in ("conv", "fc")
-        active = [bool(arrays.active[f][i]) for f in range(len(FAMILIES))]
+        active = [bool(arrays.active[f][i]) for f in range(len(ACTIVE_FAMILIES))]
         layers.append(
             Layer(
                 kind=kind,
@@ -121,9 +121,9 @@ def prepare(
                 extent=min(x[1], y[1]),
                 filter_channels=y[0],
                 channel_channels=math.inf if i == 0 else x[0],
-                active_filter=active[1] if fixed[1] else weighted,
-                active_channel=active[2] if fixed[2] else weighted and i > 0,
-                active_spatial=active[0],
+                active_filter=active[FILTER] if fixed[FILTER] else weighted,
+                active_channel=active[CHANNEL] if fixed[CHANNEL] else weighted and i > 0,
+                active_spatial=active[SPATIAL],
             )
         )
     flops = np.array([layer.flops for layer in layers])
@@ -135,7 +135,7 @@ def prepare(
         ref_rate_flops=float(ref_rate_flops),
         total_flops=float(flops.sum()),
         layers=layers,
-        spatial_fixed=fixed[0],
+        spatial_fixed=fixed[SPATIAL],
         partitions=partitions,
         m=_machine(machine),
     )
