@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from benchmarks import layerwise, reference
 from tests.helpers import paradl_dir
+from tests.test_reference import SECTION_8, TERMS  # SPEC section 8 rows, checked on both
 
 FOLDER = paradl_dir()
-TERMS = ("t_comp_s", "t_allreduce_s", "t_allgather_s", "t_halo_s", "t_p2p_s", "mem_bytes", "iterations")
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = (
     "resnet50",
@@ -115,17 +115,6 @@ def test_layerwise_matches_reference_edges(name, model_key):
         (6, 7, 4, 8),
     ]:
         _check(name, model_key, "abci", p, b, p2, S)
-
-
-# SPEC section 8: strategy, lc, p, b, p2, then t_comp, allreduce, allgather, halo, p2p, mem.
-SECTION_8 = [
-    ("data", "filter_resnet.lc", 64, 32, 4, 62.5795, 12.1259, 0, 0, 0, 7.80836e09),
-    ("filter", "filter_resnet.lc", 16, 32, 4, 281.593, 9356.15, 4678.08, 0, 0, 7.65321e09),
-    ("data+filter", "filter_resnet.lc", 32, 64, 4, 128.046, 202.889, 90.6316, 0, 0, 1.53107e10),
-    ("pipeline", "filter_resnet.lc", 8, 64, 4, 1008.43, 0, 0, 0, 598.032, 4.62687e09),
-    ("spatial", "spatial_resnet.lc", 4, 64, 4, 1028.5, 55.6416, 16.4941, 40.588, 0, 8.66536e09),
-    ("data+spatial", "spatial_resnet.lc", 32, 64, 4, 128.563, 40.1937, 2.06176, 5.0735, 0, 8.66536e09),
-]
 
 
 @pytest.mark.skipif(FOLDER is None, reason="ParaDL example files not found")
