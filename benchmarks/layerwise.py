@@ -22,6 +22,7 @@ and follows the same documented choices (see that module).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -142,45 +143,10 @@ def prepare(
 
 
 def _machine(machine) -> reference.Ref:
-    """The machine as a :class:`reference.Ref`; its network fields are zeros, and never read here."""
-    none = reference.Split(0.0, 0.0, 0.0, 0.0, 0.0)
-    return reference.Ref(
-        D=0.0,
-        G=0.0,
-        flops=0.0,
-        w_elems=0.0,
-        act_elems=0.0,
-        t_measured_s=0.0,
-        ref_rate_flops=0.0,
-        filter=none,
-        channel=none,
-        sp_neg_prefix_min=[],
-        sp_flops=[],
-        sp_act_elems=[],
-        sp_halo_layers=[],
-        sp_halo_elems=[],
-        sp_y_last_elems=[],
-        sp_max_p=[],
-        pp_flops_max=[],
-        pp_w_max=[],
-        pp_y_boundary_max=[],
-        pp_mem_act=[],
-        pp_mem_w=[],
-        gpu_flops=float(machine.gpu_flops),
-        efficiency=float(machine.efficiency),
-        gpu_mem_bytes=float(machine.gpu_mem_bytes),
-        gpu_mem_bw_Bps=float(machine.gpu_mem_bw_Bps),
-        gpus_per_node=float(machine.gpus_per_node),
-        nics_per_node=float(machine.nics_per_node),
-        delta=float(machine.bytes_per_element),
-        wu_passes=float(machine.wu_passes),
-        intra_alpha_s=float(machine.intra_alpha_s),
-        intra_bandwidth_Bps=float(machine.intra_bandwidth_Bps),
-        allreduce_algo=int(machine.allreduce_algo),
-        inter_span_nodes=[float(v) for v in machine.inter_span_nodes],
-        inter_alpha_s=[float(v) for v in machine.inter_alpha_s],
-        inter_bandwidth_Bps=[float(v) for v in machine.inter_bandwidth_Bps],
-    )
+    """The machine as a :class:`reference.Ref`; its network fields are None: nothing here reads them."""
+    fields = reference.machine_fields(machine)
+    network = [f.name for f in dataclasses.fields(reference.Ref) if f.name not in fields]
+    return reference.Ref(**dict.fromkeys(network), **fields)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,6 +241,18 @@ def _split_terms(n: Layers, which: str, parts: float, batch: float, alpha: float
     return comp, update, gather, reduce, shard_w, most
 
 
+def _sums(n: Layers, layers: list[Layer]) -> tuple[float, float, float, float]:
+    """Over ``layers``: (compute s per sample, update s per iteration, activations, weights)."""
+    spf, upe = _sec_per_flop(n), _update_per_elem(n)
+    t = u = act = weights = 0.0
+    for layer in layers:
+        t += layer.flops * spf
+        u += layer.w_elems * upe
+        act += layer.act_elems
+        weights += layer.w_elems
+    return t, u, act, weights
+
+
 def _act(n: Layers) -> float:
     total = 0.0
     for layer in n.layers:
@@ -290,13 +268,7 @@ def _act(n: Layers) -> float:
 def serial(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
     m, B = n.m, b
     its = reference.iterations(n.D, B)
-    spf, upe = _sec_per_flop(n), _update_per_elem(n)
-    t = u = act = weights = 0.0
-    for layer in n.layers:
-        t += layer.flops * spf
-        u += layer.w_elems * upe
-        act += layer.act_elems
-        weights += layer.w_elems
+    t, u, act, weights = _sums(n, n.layers)
     mem = 2.0 * m.delta * (B * act + weights)
     return reference._result(its, n.D * t + its * u, mem=mem, why=reference.limit(m, mem, False, B < 1))
 
@@ -304,13 +276,7 @@ def serial(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
 def data(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
     m, B = n.m, b * p
     its = reference.iterations(n.D, B)
-    spf, upe = _sec_per_flop(n), _update_per_elem(n)
-    t = u = act = weights = 0.0
-    for layer in n.layers:
-        t += layer.flops * spf
-        u += layer.w_elems * upe
-        act += layer.act_elems
-        weights += layer.w_elems
+    t, u, act, weights = _sums(n, n.layers)
     alpha, beta = reference.link(m, p)
     allreduce = its * reference.gradient_allreduce(m, p, m.delta * weights, alpha, beta)
     mem = 2.0 * m.delta * (b * act + weights)
@@ -339,16 +305,10 @@ def pipeline(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
     G = len(n.layers)
     stages = min(max(int(p), 1), G)  # p > G: the terms of G stages (and max_p)
     starts = n.partitions[stages]
-    spf, upe = _sec_per_flop(n), _update_per_elem(n)
     tmax = umax = mem = boundary = 0.0
     ends = [*starts[1:], G]
     for first, end in zip(starts, ends, strict=True):
-        t = u = act = weights = 0.0
-        for layer in n.layers[first:end]:
-            t += layer.flops * spf
-            u += layer.w_elems * upe
-            act += layer.act_elems
-            weights += layer.w_elems
+        t, u, act, weights = _sums(n, n.layers[first:end])
         tmax, umax = max(tmax, t), max(umax, u)
         mem = max(mem, 2.0 * m.delta * (B * act + weights))
         if end < G:  # the stage's last output goes to the next stage

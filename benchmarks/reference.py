@@ -140,21 +140,28 @@ def prepare(net, machine) -> Ref:
         pp_y_boundary_max=_floats(pp.y_boundary_max),
         pp_mem_act=[_floats(row) for row in pp.mem_act],
         pp_mem_w=[_floats(row) for row in pp.mem_w],
-        gpu_flops=float(machine.gpu_flops),
-        efficiency=float(machine.efficiency),
-        gpu_mem_bytes=float(machine.gpu_mem_bytes),
-        gpu_mem_bw_Bps=float(machine.gpu_mem_bw_Bps),
-        gpus_per_node=float(machine.gpus_per_node),
-        nics_per_node=float(machine.nics_per_node),
-        delta=float(machine.bytes_per_element),
-        wu_passes=float(machine.wu_passes),
-        intra_alpha_s=float(machine.intra_alpha_s),
-        intra_bandwidth_Bps=float(machine.intra_bandwidth_Bps),
-        allreduce_algo=int(machine.allreduce_algo),
-        inter_span_nodes=_floats(machine.inter_span_nodes),
-        inter_alpha_s=_floats(machine.inter_alpha_s),
-        inter_bandwidth_Bps=_floats(machine.inter_bandwidth_Bps),
+        **machine_fields(machine),
     )
+
+
+def machine_fields(machine) -> dict:
+    """The machine part of a :class:`Ref`, from a :class:`kernels.Machine` (scalar leaves)."""
+    return {
+        "gpu_flops": float(machine.gpu_flops),
+        "efficiency": float(machine.efficiency),
+        "gpu_mem_bytes": float(machine.gpu_mem_bytes),
+        "gpu_mem_bw_Bps": float(machine.gpu_mem_bw_Bps),
+        "gpus_per_node": float(machine.gpus_per_node),
+        "nics_per_node": float(machine.nics_per_node),
+        "delta": float(machine.bytes_per_element),
+        "wu_passes": float(machine.wu_passes),
+        "intra_alpha_s": float(machine.intra_alpha_s),
+        "intra_bandwidth_Bps": float(machine.intra_bandwidth_Bps),
+        "allreduce_algo": int(machine.allreduce_algo),
+        "inter_span_nodes": _floats(machine.inter_span_nodes),
+        "inter_alpha_s": _floats(machine.inter_alpha_s),
+        "inter_bandwidth_Bps": _floats(machine.inter_bandwidth_Bps),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
