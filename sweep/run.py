@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import json
 import os
 import queue
 import re
@@ -51,6 +50,10 @@ WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
 #: The most rows --keep top:K may keep: they stay in memory (about 100 bytes each, three
 #: times that while a reduction sorts them), unlike a Pareto front, which spills to disk.
 MAX_TOP_K = 1 << 20
+#: Manifest keys whose values a run changes after it starts (the others are encoded once).
+_MANIFEST_CHANGING = frozenset(
+    {"done", "done_extra", "rows", "complete", "keep_spill", "keep_state", "keep_seq"}
+)
 #: Kernels traced and compiled at once ahead of the job computing.
 PREPARE_THREADS = 2
 
@@ -328,6 +331,7 @@ class _Run:
         if opts.shard is not None:
             self.manifest["shard"] = {"k": opts.shard.k, "n": opts.shard.n}
         self.lock = threading.Lock()
+        self.manifest_text = store.ManifestText(k for k in self.manifest if k not in _MANIFEST_CHANGING)
         self.part_writer = store.PartWriter(
             self.folder, schema.arrow(), opts.compression, schema.statistics_columns()
         )
@@ -371,7 +375,7 @@ class _Run:
         """Write the manifest (callers hold :attr:`lock` when other threads may record)."""
         self.manifest["done"], self.manifest["done_extra"] = self.done.to_json()
         store.atomic_write_text(
-            self.folder / store.manifest_name(self.tag), json.dumps(self.manifest, indent=1)
+            self.folder / store.manifest_name(self.tag), self.manifest_text(self.manifest)
         )
 
     def record(self, job: int, number: int, rows: int) -> None:

@@ -382,6 +382,35 @@ def test_manifest_is_complete_and_counts_rows(paper32, grid):
         assert m["rows"] == count_rows(run.out) == len(run.rows)
 
 
+def test_manifest_text_is_json_dumps_as_the_values_change(paper32):
+    """The manifest is written as ``json.dumps(doc, indent=1)`` would write it, with the fixed
+    keys' text reused from the first call while the other keys change."""
+    doc = manifest(paper32.out)
+    text = store.ManifestText(k for k in doc if k not in ("done", "rows", "complete"))
+    assert text(doc) == json.dumps(doc, indent=1)
+    doc.update(done={"0": 7, "3": 1}, rows=12345, complete=False, added={"a": [1.5, "x\ny"], "b": {}})
+    assert text(doc) == json.dumps(doc, indent=1)
+    assert text({}) == json.dumps({}, indent=1)
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=5),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+            lambda inner: (
+                st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+            ),
+            max_leaves=12,
+        ),
+        max_size=6,
+    )
+)
+def test_manifest_text_equals_json_dumps_for_any_document(doc):
+    text = store.ManifestText(list(doc)[::2])
+    assert text(doc) == text(doc) == json.dumps(doc, indent=1)
+
+
 def test_labels_are_dictionary_encoded_and_compression_is_zstd(paper32):
     part = sorted(paper32.out.glob("part-*.parquet"))[0]
     pf = pq.ParquetFile(part)
