@@ -44,7 +44,7 @@ import jax
 import numpy as np
 
 from kernels import STRATEGIES
-from sweep import engine
+from sweep import backend, engine
 from sweep.engine import Keep
 from sweep.grid import load_spec, plan
 from sweep.run import REDUCE_CHUNK, ROWS_CHUNK, RunOptions, parse_keep, run_sweep
@@ -237,7 +237,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller grids")
     ap.add_argument("--big", action="store_true", help="add the 1e9-point RSS run")
     args = ap.parse_args()
-    print(f"device: {jax.devices()[0].platform} x{len(jax.devices())}, {os.cpu_count()} CPUs")
+    threads = backend.start()  # as sweep run sizes XLA's CPU pool (sweep.backend)
+    print(
+        f"device: {jax.devices()[0].platform} x{len(jax.devices())}, {os.cpu_count()} CPUs,"
+        f" XLA CPU threads: {threads or 'all'} ({backend.THREADS_ENV} sets it)"
+    )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         chunk = ROWS_CHUNK >> 2 if args.quick else ROWS_CHUNK

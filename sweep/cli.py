@@ -98,7 +98,7 @@ def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json)
           --p 1024 --b 32 --set inter_bandwidth_Bps=25e9
     """
     _enable_x64()
-    _setup_jax_cache()
+    _setup_jax()
     from sweep.evaluate import Bound, check_strategy
     from sweep.evaluate import estimate as run_estimate
     from sweep.machines import load_machine
@@ -116,15 +116,19 @@ def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json)
         click.echo(f"{key:<{width}}  {_fmt(value)}")
 
 
-def _setup_jax_cache() -> None:
-    """Persistent XLA cache, so a second run of the same spec skips compilation."""
+def _setup_jax() -> None:
+    """Persistent XLA cache, so a second run of the same spec skips compilation; the
+    CPU backend's thread pool sized (:mod:`sweep.backend`, ``SWEEP_CPU_THREADS``)."""
     import jax
+
+    from sweep import backend
 
     cache = os.environ.get("SWEEP_JAX_CACHE", str(Path.home() / ".cache" / "paradl-sweep" / "jax"))
     if cache:
         jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    backend.start()
 
 
 @cli.command()
@@ -215,7 +219,7 @@ def run(
 
     if x64:
         _enable_x64()
-    _setup_jax_cache()
+    _setup_jax()
     from sweep import engine
     from sweep.grid import CONFIRM_POINTS, load_spec
     from sweep.grid import plan as make_plan

@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from sweep.cli import _enable_x64, _setup_jax_cache, cli, handle_errors, parse_set
+from sweep.cli import _enable_x64, _setup_jax, cli, handle_errors, parse_set
 from sweep.errors import InputError
 
 SOURCE = click.argument("source", metavar="DIR|FILE", type=click.Path())
@@ -235,7 +235,7 @@ def codesign(
           --strategy data,data+filter --p 1024 --b 16,32,64,128 --target "t_epoch_s <= 6"
     """
     _enable_x64()
-    _setup_jax_cache()
+    _setup_jax()
     from sweep.codesign import Question, check_param, format_answer, parse_target, solve
     from sweep.evaluate import RESULT_COLUMNS, Bound
     from sweep.machines import load_machine
@@ -332,7 +332,7 @@ def sensitivity(
             raise InputError(f"give DIR, or a configuration: missing {', '.join(missing)}")
         if where:
             raise InputError("--where needs DIR")
-        _setup_jax_cache()
+        _setup_jax()
         from sweep.evaluate import Bound
         from sweep.machines import load_machine
         from sweep.models import load_model
@@ -349,7 +349,7 @@ def sensitivity(
         return
     if model_spec or machine_spec or strategy or p or b or sets:
         raise InputError("give DIR or a configuration (--model ...), not both")
-    _setup_jax_cache()
+    _setup_jax()
     table = sensitivities(source, where=where, max_rows=max_rows, metric=metric)
     if columns:
         table = table.select(_names(columns))

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from sweep import store
-from sweep.cli import _enable_x64, _setup_jax_cache, cli, handle_errors, parse_set
+from sweep.cli import _enable_x64, _setup_jax, cli, handle_errors, parse_set
 from sweep.errors import InputError
 
 _strict = click.option(
@@ -89,7 +89,7 @@ def validate(csv_path, machine_spec, sets, strict, out, plot_path, summary_only)
       sweep validate runs.csv --machine fitted.toml -o checked.parquet --plot checked.png
     """
     _enable_x64()
-    _setup_jax_cache()
+    _setup_jax()
     from sweep.validation import plot as make_plot
     from sweep.validation import predict, summarize, summary_lines, write_table
 
@@ -184,7 +184,7 @@ def calibrate(csv_path, machine_spec, fit_items, out, name, cv, transfer, sets, 
           --fit inter_bandwidth_Bps=1e9:1e11,overheads.data+filter.all -o fitted.toml
     """
     _enable_x64()
-    _setup_jax_cache()
+    _setup_jax()
     import numpy as np
 
     from sweep.calibrate import calibrate as run_calibration

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sweep import engine, store
+from sweep import backend, engine, store
 from sweep.engine import Keep
 from sweep.errors import InputError
 from sweep.grid import Job
@@ -90,6 +90,8 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
     import jax
 
     from sweep.run import chunk_rows
+
+    backend.start()  # a worker's first chunk: its XLA pool sized as a local run's
 
     if bool(getattr(jax.config, "jax_enable_x64", False)) != task.x64:
         jax.config.update("jax_enable_x64", task.x64)

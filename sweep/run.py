@@ -36,7 +36,7 @@ import jax
 import numpy as np
 import pyarrow as pa
 
-from sweep import engine, store
+from sweep import backend, engine, store
 from sweep.engine import Keep
 from sweep.errors import InputError
 from sweep.evaluate import RESULT_COLUMNS
@@ -479,6 +479,7 @@ def run_sweep(
     """
     if opts.x64:
         jax.config.update("jax_enable_x64", True)
+    backend.start()  # unless JAX is already running in this process
     run = _Run(plan, opts)
     if run.complete:
         return RunSummary(int(run.previous["rows"]), 0, 0, 0.0, run.folder)

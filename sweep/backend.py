@@ -1,0 +1,87 @@
+"""Starting JAX's CPU backend with the number of threads a sweep wants.
+
+XLA's CPU client runs every computation on a thread pool whose size it
+reads from the CPUs this process may run on (its affinity mask) when the
+client is created; JAX offers no other knob. A sweep's kernels are many
+small fused loops, and on this project's 2-core machine two pool threads
+ran them slower than one (ResNet-50, all eight strategies, kernels alone,
+same session, runs alternated):
+
+- every column materialised: 17-21 M configurations/s with the default
+  pool of two threads, 31-41 M/s with one;
+- ``--keep top:1``: 106-144 M/s with two, 288-343 M/s with one;
+- ``--keep pareto``: 38-48 M/s either way.
+
+End to end the difference is smaller, as the host also encodes and
+reduces: writing every row, 5.1-6.8 M rows/s either way; the bench's
+tie-free Pareto grid, 35 M/s with two, 41-48 M/s with one.
+
+So :func:`start` creates the client while this thread may run on only
+``threads`` CPUs, then gives every thread (the pool's included) back the
+CPUs it had: the pool keeps its size, not the pinning. The default is half
+the CPUs (at least one), leaving the rest to the writer and prepare
+threads; only the 2-core case is measured. ``SWEEP_CPU_THREADS=N`` sets it.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import suppress
+
+from sweep.errors import InputError
+
+THREADS_ENV = "SWEEP_CPU_THREADS"
+
+
+def default_threads(cpus: int) -> int:
+    return max(1, cpus // 2)
+
+
+def threads_wanted(cpus: int) -> int:
+    """``SWEEP_CPU_THREADS`` if set (a positive integer), else :func:`default_threads`."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return default_threads(cpus)
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InputError(f"{THREADS_ENV}: expected a positive whole number of threads, got '{text}'")
+    return n
+
+
+def _initialized() -> bool:
+    from jax._src import xla_bridge
+
+    check = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(check()) if check is not None else False
+
+
+def start(threads: int | None = None) -> int | None:
+    """Create JAX's backends with an XLA CPU pool of ``threads`` threads
+    (default :func:`threads_wanted`); returns the size asked for, or None when
+    it could not be set: backends already created, no affinity calls on this
+    system (macOS), or ``threads`` not fewer than the CPUs."""
+    cpus = (
+        sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0] * (os.cpu_count() or 1)
+    )
+    n = threads if threads is not None else threads_wanted(len(cpus))  # a bad setting is an error anyway
+    if n >= len(cpus) or not hasattr(os, "sched_setaffinity") or _initialized():
+        return None
+    import jax
+
+    tasks = "/proc/self/task"
+    before = {}
+    for tid in os.listdir(tasks):
+        with suppress(OSError):
+            before[int(tid)] = os.sched_getaffinity(int(tid))
+    try:
+        os.sched_setaffinity(0, cpus[:n])
+        jax.devices()  # the CPU client sizes its pool now, from this thread's CPUs
+    finally:
+        # threads started meanwhile (the pool's) inherited the narrow set: all CPUs again
+        for tid in os.listdir(tasks):
+            with suppress(OSError):
+                os.sched_setaffinity(int(tid), before.get(int(tid), cpus))
+    return n
