@@ -722,10 +722,23 @@ def survivors(out: ChunkOut, again: Again) -> Survivors:
 class Again:
     """Evaluating a job's chunks again for :func:`survivors`, when their candidates overflow a block."""
 
-    def __init__(self, job: Job, chunk: int, dtype, fn: Callable, inputs, devices=None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        chunk: int,
+        dtype,
+        fn: Callable,
+        inputs,
+        devices=None,
+        full: Callable[[], Callable] | None = None,
+    ) -> None:
+        """``full``, if given, returns the full-evaluation function compiled elsewhere
+        (:func:`prepare_full`, e.g. ``future.result``); else it is built on first use."""
         self.job, self.chunk, self.dtype, self.devices = job, chunk, dtype, devices
         self.fn, self.inputs = fn, inputs
-        self.compiled: dict[str, Callable] = {}  # the full-evaluation function, shared by copies
+        # shared by copies: the full-evaluation function, once there is one
+        self.compiled: dict[str, Callable] = {}
+        self.supplier = full
         self.info: np.ndarray | None = None
         self.n_real = 0
 
@@ -743,12 +756,20 @@ class Again:
         """The reducing function again, compacting the candidates after the first ``skip``."""
         return self.fn(*self.inputs, self.info, np.int32(self.n_real), np.int32(skip))
 
+    @property
+    def used_full(self) -> bool:
+        """Whether a chunk of this job needed :meth:`full` (ties beyond the pages)."""
+        return "full" in self.compiled
+
     def full(self) -> ChunkOut:
         """The chunk with every column of every row kept."""
         if "full" not in self.compiled:
-            self.compiled["full"], _ = build_chunk_fn(
-                self.job, self.chunk, Keep("all"), self.dtype, self.devices
-            )
+            if self.supplier is not None:
+                self.compiled["full"] = self.supplier()
+            else:
+                self.compiled["full"], _ = build_chunk_fn(
+                    self.job, self.chunk, Keep("all"), self.dtype, self.devices
+                )
         return self.compiled["full"](*self.inputs, self.info, np.int32(self.n_real), np.int32(0))
 
 
@@ -772,6 +793,14 @@ def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Call
     inputs = device_inputs(job, dtype, devices)
     compiled = fn.lower(*inputs, decode_info(job, 0, chunk), np.int32(0), np.int32(0)).compile()
     return compiled, inputs, whole
+
+
+def prepare_full(job: Job, chunk: int, dtype, devices=None) -> Callable:
+    """The job's every-column chunk function at a reducing chunk size, compiled: the
+    fallback :meth:`Again.full` calls when a chunk's candidates overflow its pages."""
+    fn, _compact = build_chunk_fn(job, chunk, Keep("all"), dtype, devices)
+    inputs = device_inputs(job, dtype, devices)
+    return fn.lower(*inputs, decode_info(job, 0, chunk), np.int32(0), np.int32(0)).compile()
 
 
 def host_candidates(out: ChunkOut, keep: Keep) -> Survivors:

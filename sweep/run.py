@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -546,15 +546,37 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="sweep-prepare")
     ahead: collections.deque = collections.deque()  # kernels of jobs i, i+1, ... being prepared
     submitted = 0
+    # A reducing chunk whose candidates overflow its pages (ties: below 8 GPUs every network
+    # setting ties) is evaluated again with every column, by a second kernel compiled on
+    # first use, 0.2-0.4 s on the main thread for each job. Once one job of a run needed
+    # it, the jobs after it likely will: their fallbacks are prepared ahead with their kernels.
+    fallbacks: dict[int, Future] = {}
+
+    def prepare_fallback(k: int) -> None:
+        job = work[k][0].job
+        if run.reducer is not None and k not in fallbacks and job.size > opts.chunk:
+            fallbacks[k] = pool.submit(engine.prepare_full, job, opts.chunk, run.dtype)
+
+    tied = False
     try:
         for i, (span, units, head) in enumerate(work):
             while submitted < len(work) and submitted <= i + PREPARE_THREADS:
                 upcoming = work[submitted][0].job
                 ahead.append(pool.submit(engine.prepare, upcoming, opts.chunk, opts.keep, run.dtype))
+                if tied:
+                    prepare_fallback(submitted)
                 submitted += 1
             fn, (net, machine, values), whole = ahead.popleft().result()
             job = span.job
-            again = engine.Again(job, opts.chunk, run.dtype, fn, (net, machine, values))
+            fallback = fallbacks.pop(i, None)
+            again = engine.Again(
+                job,
+                opts.chunk,
+                run.dtype,
+                fn,
+                (net, machine, values),
+                full=fallback.result if fallback is not None else None,
+            )
             pending = None
             for unit in itertools.chain([head], units, [None]):
                 current = None
@@ -573,6 +595,10 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                             found = engine.host_candidates(outputs, opts.keep)
                         else:
                             found = engine.survivors(outputs, again.at(p_info, p_real))
+                            if again.used_full and not tied:
+                                tied = True
+                                for k in range(i + 1, submitted):
+                                    prepare_fallback(k)
                         run.add_survivors(job, p_number, p_start, found)
                     run.advance(p_real, progress)
                 pending = current

@@ -450,7 +450,14 @@ def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeyp
         monkeypatch.setattr(engine, "COMPACT_ROWS", compact)
         monkeypatch.setattr(engine, "PAGES", pages)
         monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)  # the host reduces at every chunk, not once
+    prepared: list[str] = []  # jobs whose full evaluation was compiled ahead, not on first use
+    real = engine.prepare_full
+    monkeypatch.setattr(
+        engine, "prepare_full", lambda job, *a: prepared.append(job.strategy) or real(job, *a)
+    )
     kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
+    # once a job needed the full evaluation, the later jobs' were prepared with their kernels
+    assert bool(prepared) == (pages == 1), prepared
     feasible = [r for r in grid.rows if r["feasible"]]
     objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
     front = [r for r, keep in zip(feasible, pareto_mask(objectives), strict=True) if keep]
