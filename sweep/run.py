@@ -1,10 +1,11 @@
 """``sweep run``: drive the engine over a plan and stream rows to a Parquet dataset folder.
 
 The main thread dispatches chunk i+1 to the device before copying chunk i
-back; a writer thread turns finished chunks into part files (temporary name,
-then rename) and records each in the manifest, so an interrupted run resumes
+back; writer threads turn finished chunks into part files (temporary name,
+then rename) and record each in the manifest, so an interrupted run resumes
 from the chunks written. Reductions (``--keep``) merge each chunk's
-survivors on the host and checkpoint the running result every few seconds.
+survivors on the host, on a thread of their own, and checkpoint the running
+result every few seconds.
 
 Beyond one process: ``--shard K/N`` evaluates the K-th of N equal contiguous
 parts of the concatenated index space into the same folder under its own
@@ -164,54 +165,50 @@ def parse_keep(text: str | None, columns: tuple[str, ...]) -> Keep:
     return keep
 
 
-class _Writer:
-    """Builds and writes queued part files on ``threads`` threads, recording each in the manifest.
+class _Workers:
+    """Runs ``handle(*item)`` for each queued item on ``threads`` threads, off the main thread.
 
-    Turning a chunk's arrays into an Arrow table, encoding and compressing it
-    happen here, off the thread that feeds the device; Parquet encoding holds
-    one core per file (about 6.5 M rows/s of sweep output, measured), so several files are written at once.
-    Files may finish out of order; the manifest keeps track (see :class:`_Done`).
+    The main thread feeds the device; the workers turn finished chunks into
+    part files (Parquet encoding holds one core per file, about 6.5 M rows/s
+    of sweep output measured, so several files are written at once and may
+    finish out of order: the manifest keeps track, see :class:`_Done`), or
+    merge a reduction's candidates (one thread, in chunk order). The queue
+    holds at most two items a thread, so chunks waiting stay few. A worker's
+    error stops the others' work and is raised by the next :meth:`put` or
+    by :meth:`close`.
     """
 
-    def __init__(
-        self,
-        writer: store.PartWriter,
-        schema: store.Schema,
-        on_done: Callable[[int, int, int], None],
-        threads: int | None = None,
-    ):
-        self.writer = writer
-        self.schema = schema
-        self.on_done = on_done
-        n = threads if threads is not None else WRITER_THREADS
-        self.jobs: queue.Queue = queue.Queue(maxsize=2 * n)
-        self.threads = [threading.Thread(target=self._work, daemon=True) for _ in range(n)]
+    def __init__(self, handle: Callable[..., None], threads: int, name: str):
+        self.handle = handle
+        self.jobs: queue.Queue = queue.Queue(maxsize=2 * threads)
+        self.threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(threads)
+        ]
         self.error: BaseException | None = None
 
-    def start(self) -> None:
+    def start(self) -> _Workers:
         for thread in self.threads:
             thread.start()
+        return self
 
     def _work(self) -> None:
         while True:
             item = self.jobs.get()
             if item is None:
                 return
-            name, job, chunk, labels, ints, floats, limit = item
             try:
                 if self.error is None:
-                    table = self.schema.table(labels, ints, floats, limit)
-                    self.writer.write(name, table)
-                    self.on_done(job, chunk, len(table))
+                    self.handle(*item)
             except BaseException as err:  # surfaced by the main thread
                 self.error = err
 
-    def put(self, item) -> None:
+    def put(self, item: tuple) -> None:
         if self.error is not None:
             raise self.error
         self.jobs.put(item)
 
     def close(self, raise_error: bool = True) -> None:
+        """Finish the queued items (none more after an error) and stop the threads."""
         for _ in self.threads:
             self.jobs.put(None)
         for thread in self.threads:
@@ -385,6 +382,14 @@ class _Run:
             self.manifest["rows"] += rows
             self.save_manifest()
 
+    def write_part(
+        self, name: str, job: int, number: int, labels: tuple[str, str, str], ints, floats, limit
+    ) -> None:
+        """Write chunk ``number`` of job ``job`` (its columns on the host) as part file ``name``."""
+        table = self.schema.table(labels, ints, floats, limit)
+        self.part_writer.write(name, table)
+        self.record(job, number, len(table))
+
     def add_survivors(self, job: Job, number: int, start: int, found: engine.Survivors) -> None:
         """Merge a reducing chunk's candidates and checkpoint every :data:`CHECKPOINT_S` seconds,
         or less often when writing the running result takes long (at most a tenth of the time)."""
@@ -531,8 +536,13 @@ def run_sweep(
 def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None) -> None:
     """Every chunk not done yet, on this process's devices: dispatch chunk i+1, then collect chunk i."""
     opts = run.opts
-    writer = _Writer(run.part_writer, run.schema, run.record)
-    writer.start()
+    # Part files are encoded on several threads; a reduction merges candidates on one, in
+    # order, while this thread waits for the next chunk (0.25 s of every second of the
+    # bench's tied 5.5e7-point Pareto grid went to merging on this thread).
+    if run.reducer is None:
+        sink = _Workers(run.write_part, WRITER_THREADS, "sweep-write").start()
+    else:
+        sink = _Workers(run.add_survivors, 1, "sweep-reduce").start()
     # Jobs with chunks left. The next few jobs' kernels are prepared on other threads
     # while a job computes: a warm start traces and lowers each kernel (0.3-0.8 s
     # apiece on a CPU, as long as a small job's chunks take). At most PREPARE_THREADS
@@ -589,7 +599,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                     p_number, p_start, p_real, outputs, p_info = pending
                     if run.reducer is None:
                         rows = chunk_rows(job, outputs, opts.only_feasible)
-                        writer.put((run.part_name(job.index, p_number), job.index, p_number, *rows))
+                        sink.put((run.part_name(job.index, p_number), job.index, p_number, *rows))
                     else:
                         if whole:
                             found = engine.host_candidates(outputs, opts.keep)
@@ -599,15 +609,15 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                                 tied = True
                                 for k in range(i + 1, submitted):
                                     prepare_fallback(k)
-                        run.add_survivors(job, p_number, p_start, found)
+                        sink.put((job, p_number, p_start, found))
                     run.advance(p_real, progress)
                 pending = current
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
-        writer.close(raise_error=False)
+        sink.close(raise_error=False)
         raise
     pool.shutdown(wait=False)
-    writer.close()
+    sink.close()
 
 
 def _raise_interrupt(signum, frame):
