@@ -19,13 +19,15 @@ tie-free Pareto grid, 35 M/s with two, 41-48 M/s with one.
 So :func:`start` creates the client while this thread may run on only
 ``threads`` CPUs, then gives every thread (the pool's included) back the
 CPUs it had: the pool keeps its size, not the pinning. The default is half
-the CPUs (at least one), leaving the rest to the writer and prepare
-threads; only the 2-core case is measured. ``SWEEP_CPU_THREADS=N`` sets it.
+the CPUs (at least one, and one per forced CPU device), leaving the rest to
+the writer and prepare threads; only the 2-core case is measured.
+``SWEEP_CPU_THREADS=N`` sets it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from contextlib import suppress
 
 from sweep.errors import InputError
@@ -33,15 +35,24 @@ from sweep.errors import InputError
 THREADS_ENV = "SWEEP_CPU_THREADS"
 
 
-def default_threads(cpus: int) -> int:
-    return max(1, cpus // 2)
+def default_threads(cpus: int, devices: int = 1) -> int:
+    """Half the CPUs, at least one, and at least one per CPU device (forced with
+    ``--xla_force_host_platform_device_count``: a chunk split over N devices has N
+    parts to run at once)."""
+    return max(1, cpus // 2, min(devices, cpus))
+
+
+def forced_devices() -> int:
+    """CPU devices asked for in ``XLA_FLAGS`` (the last setting counts), else 1."""
+    found = re.findall(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    return int(found[-1]) if found else 1
 
 
 def threads_wanted(cpus: int) -> int:
     """``SWEEP_CPU_THREADS`` if set (a positive integer), else :func:`default_threads`."""
     text = os.environ.get(THREADS_ENV, "").strip()
     if not text:
-        return default_threads(cpus)
+        return default_threads(cpus, forced_devices())
     try:
         n = int(text)
     except ValueError:

@@ -23,7 +23,24 @@ def test_default_is_half_the_cpus_and_at_least_one(cpus, want):
     assert backend.default_threads(cpus) == want
 
 
+@pytest.mark.parametrize(
+    ("flags", "cpus", "want"),
+    [
+        ("", 16, 8),
+        ("--xla_force_host_platform_device_count=2", 2, 2),  # a thread per device
+        ("--xla_force_host_platform_device_count=4", 2, 2),  # but no more than the CPUs
+        ("--xla_force_host_platform_device_count=4 --xla_force_host_platform_device_count=3", 16, 8),
+        ("--xla_cpu_max_isa=AVX --xla_force_host_platform_device_count=12", 16, 12),
+    ],
+)
+def test_forced_cpu_devices_get_a_thread_each(monkeypatch, flags, cpus, want):
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    monkeypatch.delenv(backend.THREADS_ENV, raising=False)
+    assert backend.threads_wanted(cpus) == want
+
+
 def test_the_environment_sets_the_threads(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "")
     monkeypatch.setenv(backend.THREADS_ENV, " 3 ")
     assert backend.threads_wanted(16) == 3
     monkeypatch.setenv(backend.THREADS_ENV, "")
