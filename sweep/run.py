@@ -169,8 +169,8 @@ class _Workers:
     """Runs ``handle(*item)`` for each queued item on ``threads`` threads, off the main thread.
 
     The main thread feeds the device; the workers turn finished chunks into
-    part files (Parquet encoding holds one core per file, about 6.5 M rows/s
-    of sweep output measured, so several files are written at once and may
+    part files (Parquet encoding holds one core per file, about 5.3 M rows/s
+    of a 24-column chunk measured, so several files are written at once and may
     finish out of order: the manifest keeps track, see :class:`_Done`), or
     merge a reduction's candidates (one thread, in chunk order). The queue
     holds at most two items a thread, so chunks waiting stay few. A worker's
