@@ -74,9 +74,10 @@ def start(threads: int | None = None) -> int | None:
     (default :func:`threads_wanted`); returns the size asked for, or None when
     it could not be set: backends already created, no affinity calls on this
     system (macOS), or ``threads`` not fewer than the CPUs."""
-    cpus = (
-        sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0] * (os.cpu_count() or 1)
-    )
+    if hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+    else:
+        cpus = list(range(os.cpu_count() or 1))
     n = threads if threads is not None else threads_wanted(len(cpus))  # a bad setting is an error anyway
     if n >= len(cpus) or not hasattr(os, "sched_setaffinity") or _initialized():
         return None

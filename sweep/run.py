@@ -51,10 +51,8 @@ WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
 #: The most rows --keep top:K may keep: they stay in memory (about 100 bytes each, three
 #: times that while a reduction sorts them), unlike a Pareto front, which spills to disk.
 MAX_TOP_K = 1 << 20
-#: Manifest keys whose values a run changes after it starts (the others are encoded once).
-_MANIFEST_CHANGING = frozenset(
-    {"done", "done_extra", "rows", "complete", "keep_spill", "keep_state", "keep_seq"}
-)
+#: The manifest's large parts, which never change during a run: encoded once (the others at each save).
+_MANIFEST_FIXED = ("run_key", "versions", "jobs", "schema")
 #: Kernels traced and compiled at once ahead of the job computing.
 PREPARE_THREADS = 2
 
@@ -328,7 +326,7 @@ class _Run:
         if opts.shard is not None:
             self.manifest["shard"] = {"k": opts.shard.k, "n": opts.shard.n}
         self.lock = threading.Lock()
-        self.manifest_text = store.ManifestText(k for k in self.manifest if k not in _MANIFEST_CHANGING)
+        self.manifest_text = store.ManifestText(_MANIFEST_FIXED)
         self.part_writer = store.PartWriter(
             self.folder, schema.arrow(), opts.compression, schema.statistics_columns()
         )
