@@ -103,16 +103,16 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
     if built is None:
         fn, _compact = engine.build_chunk_fn(task.job, task.chunk, task.keep, dtype)
         inputs = engine.device_inputs(task.job, dtype)
-        # one Again per kernel, so its full-evaluation fallback compiles once per worker
-        built = (fn, inputs, engine.Again(task.job, task.chunk, dtype, fn, inputs))
+        # one Again per kernel, so its fallback compiles once per worker
+        built = (fn, inputs, engine.Again(task.job, dtype))
         while len(_BUILT) >= CACHE_SIZE:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[task.key] = built
     fn, inputs, again = built
     info = engine.decode_info(task.job, start, task.chunk)
-    out = fn(*inputs, info, np.int32(n_real), np.int32(0))
+    out = fn(*inputs, info, np.int32(n_real))
     if task.keep.reduces:
-        return engine.survivors(out, again.at(info, n_real))
+        return engine.survivors(out, again.at(start))
     table = task.schema.table(*chunk_rows(task.job, out, task.only_feasible))
     writer = store.PartWriter(
         Path(task.folder), task.schema.arrow(), task.compression, task.schema.statistics_columns()

@@ -42,10 +42,10 @@ from sweep.grid import CONFIG_AXES, Job
 _BIG = 1 << 23  # strides above this use the carry-by-threshold form
 #: Largest chunk: offsets and digits stay exact integers in float32 (< 2**24).
 MAX_CHUNK = 1 << 22
-#: Survivors a reducing chunk returns compacted, a page at a time (see :func:`survivors`).
+#: Survivors a reducing chunk returns compacted (see :func:`survivors`).
 COMPACT_ROWS = 4096
-#: A chunk with more candidates than this many pages is evaluated again in full instead.
-PAGES = 4
+#: Candidates evaluated again per call when a chunk has more than it compacts (:class:`Again`).
+POINT_ROWS = 1 << 16
 #: Name of the mesh axis a chunk is split over when there are several devices.
 AXIS = "d"
 #: Number of traces (compilations) per (job index, strategy), for tests.
@@ -166,51 +166,28 @@ def spans(jobs: Sequence[Job], k: int = 0, n: int = 1) -> list[Span]:
     return out
 
 
-def _pareto_mask_2d(o1, o2, ok):
-    """Non-dominated ``ok`` rows for two minimised objectives, as :func:`sweep.pareto.pareto_mask`.
-
-    Sort by (o1, o2, not ok); a group of equal rows survives when no ``ok`` row
-    sorts before it or every earlier ``ok`` row has a larger o2. Rows that are
-    not ``ok`` never survive nor dominate; infinite objectives are handled.
-    """
-    inf = jnp.asarray(jnp.inf, o1.dtype)
-    o1 = jnp.where(ok, o1, inf)
-    o2 = jnp.where(ok, o2, inf)
-    order = jnp.lexsort((~ok, o2, o1))
-    s1, s2, sok = o1[order], o2[order], ok[order]
-    cm = jax.lax.cummin(jnp.where(sok, s2, inf))
-    cm_excl = jnp.concatenate([jnp.full((1,), inf, s2.dtype), cm[:-1]])
-    ok_before = jnp.cumsum(sok.astype(jnp.int32)) - sok.astype(jnp.int32)
-    idx = jnp.arange(s1.shape[0])
-    head = jnp.concatenate([jnp.ones((1,), bool), (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])])
-    head_idx = jax.lax.cummax(jnp.where(head, idx, 0))
-    survive_sorted = sok & ((ok_before[head_idx] == 0) | (cm_excl[head_idx] > s2))
-    return jnp.zeros_like(ok).at[order].set(survive_sorted)
-
-
 #: Entries per block, and blocks gathered, in :func:`_first_true`'s fast path.
 NONZERO_BLOCK = 256
 NONZERO_BLOCKS = 64
 
 
-def _first_true(mask, size: int, skip=0, fill: int = 0):
-    """``jnp.nonzero(mask, size=size, fill_value=fill)[0]`` of the True entries after the first ``skip``.
+def _first_true(mask, size: int, fill: int = 0):
+    """``jnp.nonzero(mask, size=size, fill_value=fill)[0]``.
 
     ``nonzero`` is a prefix sum and a scatter over the whole array, which
     costs more than evaluating the chunk on a CPU. The True entries of a
     chunk usually lie in few places (a front, or rows tied on it, are runs of
     neighbouring points), so when they fall in at most
-    :data:`NONZERO_BLOCKS` blocks of :data:`NONZERO_BLOCK` entries and
-    ``skip`` is 0, only those blocks are gathered and searched; otherwise
-    the whole array is. Both give the same indices, ascending.
+    :data:`NONZERO_BLOCKS` blocks of :data:`NONZERO_BLOCK` entries, only
+    those blocks are gathered and searched; otherwise the whole array is.
+    Both give the same indices, ascending.
     """
     n = mask.shape[0]
     width, picks = NONZERO_BLOCK, NONZERO_BLOCKS
     groups = -(-n // width)
 
     def whole(_):
-        page = mask & (jnp.cumsum(mask.astype(jnp.int32)) > skip)
-        return jnp.nonzero(page, size=size, fill_value=fill)[0]
+        return jnp.nonzero(mask, size=size, fill_value=fill)[0]
 
     if groups <= picks:
         return whole(None)
@@ -224,8 +201,7 @@ def _first_true(mask, size: int, skip=0, fill: int = 0):
         found = which[jnp.maximum(j, 0) // width] * width + jnp.maximum(j, 0) % width
         return jnp.where(j >= 0, found, fill).astype(jnp.int32)
 
-    quick = (jnp.sum(busy) <= picks) & (skip == 0)
-    return jax.lax.cond(quick, few, lambda _: whole(None).astype(jnp.int32), None)
+    return jax.lax.cond(jnp.sum(busy) <= picks, few, lambda _: whole(None).astype(jnp.int32), None)
 
 
 def _block_min(x, size: int):
@@ -246,35 +222,61 @@ def _block_min(x, size: int):
 PARETO_BLOCK = 512
 #: Buckets of the first objective in the Pareto pre-filter.
 PARETO_BUCKETS = 4096
+#: Points of the references' front the Pareto pre-filter compares every row with.
+PARETO_FRONT = 16
+
+
+def _front_points(r1, r2, k: int):
+    """The distinct points of the front of the finite rows (r1, r2), by increasing r1:
+    ``(f1[k], f2[k], count)``, padded with infinities; only the first ``k`` when ``count > k``.
+
+    Sorted by (r1, r2), a row is a point of the front when it is the first of its equal
+    rows and every earlier row has a larger r2 (an earlier row with r2 no larger has an
+    r1 no larger, and differs from it, so dominates it).
+    """
+    inf = jnp.asarray(jnp.inf, r1.dtype)
+    finite = jnp.isfinite(r1) & jnp.isfinite(r2)
+    r1, r2 = jnp.where(finite, r1, inf), jnp.where(finite, r2, inf)
+    order = jnp.lexsort((r2, r1))
+    s1, s2 = r1[order], r2[order]
+    before = jnp.concatenate([jnp.full((1,), inf, r2.dtype), jax.lax.cummin(s2)[:-1]])
+    point = finite[order] & (before > s2)  # before > s2 also makes it the first of its equals
+    (at,) = jnp.nonzero(point, size=k, fill_value=0)
+    count = jnp.sum(point)
+    real = jnp.arange(k) < count
+    return jnp.where(real, s1[at], inf), jnp.where(real, s2[at], inf), count
 
 
 def _pareto_2d(o1, o2, ok):
     """Candidates for the front of a chunk under two minimised objectives, in O(n).
 
-    A superset of :func:`_pareto_mask_2d` over the ``ok`` rows whose
-    objectives are not NaN, and most often exactly that front; the host's
+    A superset of the front (:func:`sweep.pareto.pareto_mask`) of the ``ok``
+    rows whose objectives are not NaN, and most often exactly that front; the host's
     reduction (:class:`sweep.reducer.Reducer`) is exact over whatever is
     passed on, so only the number of candidates depends on how close it is.
 
     Every block of :data:`PARETO_BLOCK` neighbouring rows gives two
     reference rows, R1 (the least o1, ties by o2) and R2 (the least o2, ties
-    by o1), and a row that one of them dominates is dropped. In a sweep's
-    chunk the rows left are usually copies of their block's R1 or R2
-    (neighbouring rows differ in one network setting, and a block's best is
-    often tied across many of them). Then a row survives exactly when its
-    reference is on the front of the references alone, a sort of
-    ``2 * n / PARETO_BLOCK`` rows: a row that dominates a reference is itself
-    a reference or dominated by one.
+    by o1), and a row that a reference dominates is dropped. Domination is
+    transitive, so only the points of the references' own front matter (a
+    sort of ``2 * n / PARETO_BLOCK`` rows). In a sweep's chunk that front is
+    short (a second objective such as p takes few values in a chunk), and
+    when it has at most :data:`PARETO_FRONT` points every row is compared
+    with each of them: the rows left are exactly those no reference
+    dominates. On the bench's tie-free grid this made the kernel 2.1x
+    faster (54 -> 115 M configs/s) than the per-row bucket lookup below,
+    whose gather of a 4,096-entry table costs about 20 ms per 2^20 rows.
 
-    Otherwise a second filter drops the rows that a reference with a smaller
-    o1 dominates, by :data:`PARETO_BUCKETS` buckets of o1 (a monotone map, so
-    an earlier bucket has a smaller o1) over the front's range of o1: from
-    the least o1 to the o1 of the reference with the least o2; beyond it,
-    every row is dominated by that reference or ties it. Rows with an
-    infinite objective are never dropped. An exact sort of the rows left was
-    tried: the sorts, of a few fixed sizes to fit the count, made the
-    program 2.3x larger (1.6 MB of code: 4 s to compile, 0.3 s to load
-    from the compilation cache, per kernel) and the chunk no faster.
+    A longer front takes the buckets: a row is dropped when its block's R1
+    or R2 dominates it, or when a reference with a smaller o1 does, found
+    by :data:`PARETO_BUCKETS` buckets of o1 (a monotone map, so an earlier
+    bucket has a smaller o1) over the front's range of o1: from the least o1
+    to the o1 of the reference with the least o2; beyond it, every row is
+    dominated by that reference or ties it. Rows with an infinite objective
+    are never dropped. An exact sort of the rows left was tried: the sorts,
+    of a few fixed sizes to fit the count, made the program 2.3x larger
+    (1.6 MB of code: 4 s to compile, 0.3 s to load from the compilation
+    cache, per kernel) and the chunk no faster.
 
     A row with a NaN objective is dropped (the host's front never holds one),
     and that is how the objectives enter: each only through one array, ``o``
@@ -283,8 +285,8 @@ def _pareto_2d(o1, o2, ok):
     itself, XLA's CPU fusion computed the whole cost model into each of them,
     four times in all (measured 22.5 -> 33-37 M configs/s with one). The
     ``lax.cond`` between the two filters also makes XLA materialise the
-    objectives once: without it (the second filter alone), the final mask
-    computed the cost model again and the kernel ran at half the speed.
+    objectives once: without it, the final mask computed the cost model
+    again and the kernel ran at half the speed.
     """
     n = o1.shape[0]
     inf = jnp.asarray(jnp.inf, o1.dtype)
@@ -307,19 +309,19 @@ def _pareto_2d(o1, o2, ok):
     a_at = block_min(jnp.where(b == spread(b_min), a, inf))  # R2 = (a_at, b_min)
     refs1 = jnp.concatenate([a_min, a_at])
     refs2 = jnp.concatenate([b_at, b_min])
-    a1, b1, a2, b2 = spread(a_min), spread(b_at), spread(a_at), spread(b_min)
-    by_r1 = (a1 <= a) & (b1 <= b) & ((a1 < a) | (b1 < b))
-    by_r2 = (a2 <= a) & (b2 <= b) & ((a2 < a) | (b2 < b))
-    candidate = ok & ~((by_r1 | by_r2) & (a < inf))
-    is_r1 = (a == a1) & (b == b1)
-    is_r2 = (a == a2) & (b == b2)
-    copies = ~jnp.any(candidate & ~(finite & (is_r1 | is_r2)))
+    f1, f2, n_front = _front_points(refs1, refs2, PARETO_FRONT)
 
-    def by_references(_):
-        front = _pareto_mask_2d(refs1, refs2, jnp.isfinite(refs1) & jnp.isfinite(refs2))
-        return candidate & ((is_r1 & spread(front[:groups])) | (is_r2 & spread(front[groups:])))
+    def by_front(_):
+        # [rows, points]: the points are padded with infinities, which dominate nothing finite
+        x, y = a[:, None], b[:, None]
+        dominated = jnp.any((f1 <= x) & (f2 <= y) & ((f1 < x) | (f2 < y)), axis=1)
+        return ok & ~(finite & dominated)
 
     def by_buckets(_):
+        a1, b1, a2, b2 = spread(a_min), spread(b_at), spread(a_at), spread(b_min)
+        by_r1 = (a1 <= a) & (b1 <= b) & ((a1 < a) | (b1 < b))
+        by_r2 = (a2 <= a) & (b2 <= b) & ((a2 < a) | (b2 < b))
+        candidate = ok & ~((by_r1 | by_r2) & (a < inf))
         # the references' least o2 per bucket of o1, over [least o1, o1 at the least o2]
         lo = jnp.min(refs1)
         hi = jnp.min(jnp.where(refs2 == jnp.min(refs2), refs1, inf))
@@ -330,11 +332,11 @@ def _pareto_2d(o1, o2, ok):
             at = jnp.where(at >= 0, jnp.minimum(at, PARETO_BUCKETS - 2), 0)
             return jnp.where(x > hi, PARETO_BUCKETS - 1, at).astype(jnp.int32)
 
-        least = jnp.full((PARETO_BUCKETS,), inf, o2.dtype).at[bucket(refs1)].min(refs2)
-        before = jnp.concatenate([jnp.full((1,), inf, o2.dtype), jax.lax.cummin(least)[:-1]])
-        return candidate & ~(finite & (before[bucket(o1)] <= o2))
+        least = jnp.full((PARETO_BUCKETS,), inf, b.dtype).at[bucket(refs1)].min(refs2)
+        before = jnp.concatenate([jnp.full((1,), inf, b.dtype), jax.lax.cummin(least)[:-1]])
+        return candidate & ~(finite & (before[bucket(a)] <= b))
 
-    return jax.lax.cond(copies, by_references, by_buckets, None)
+    return jax.lax.cond(n_front <= PARETO_FRONT, by_front, by_buckets, None)
 
 
 #: Rows per block in :func:`_top_k_rows`.
@@ -375,7 +377,7 @@ def _top_k_rows(score, k: int):
     return at[pos].astype(jnp.int32), jnp.all(jnp.isfinite(best))
 
 
-def _top_k(objective, ok, k: int, size: int, skip):
+def _top_k(objective, ok, k: int, size: int):
     """(mask, count, positions) of a chunk's top-k candidates, positions compacted to ``size``.
 
     The ``k`` rows with the least objective among ``ok`` rows, ties to the
@@ -401,7 +403,7 @@ def _top_k(objective, ok, k: int, size: int, skip):
     score = jnp.where(ok, jnp.where(jnp.isnan(objective), inf, objective), jnp.nan)
 
     def compact(mask):
-        return mask, jnp.sum(mask).astype(jnp.int32), _first_true(mask, size, skip).astype(jnp.int32)
+        return mask, jnp.sum(mask).astype(jnp.int32), _first_true(mask, size).astype(jnp.int32)
 
     if not top_by_blocks(k, n):
         s = jnp.where(jnp.isnan(score), inf, score)
@@ -463,7 +465,8 @@ class ChunkOut(NamedTuple):
     (the host maps it to the exact float64 value); ``floats`` the result
     columns. A reduction returns no full columns, only its candidates
     compacted to ``K`` rows (``sel`` their chunk offsets, ``count`` how many
-    are real); when ``count > K`` :func:`survivors` re-evaluates the chunk.
+    are real); when ``count > K`` :func:`survivors` evaluates the candidates
+    at ``mask`` again.
     """
 
     floats: Any
@@ -483,35 +486,18 @@ class ChunkOut(NamedTuple):
 # reused by every job of a run (tracing them took about half of a warm start).
 _pareto_2d_jit = jax.jit(_pareto_2d)
 _top_k_jit = jax.jit(_top_k, static_argnums=(2, 3))
-_first_true_jit = jax.jit(_first_true, static_argnums=(1, 3))
+_first_true_jit = jax.jit(_first_true, static_argnums=(1, 2))
 
 
-def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
-    """A jitted ``f(net, machine, values, info, n_real, skip) -> ChunkOut`` and its compaction size.
-
-    ``mask`` marks the rows to keep: real (not padding), a configuration the
-    strategy can take (hybrids skip p2 not dividing p), and, for a ``keep``
-    reduction, a candidate.
-
-    With several ``devices`` (default: every local device) the chunk is
-    padded to a multiple of their number N and split with ``shard_map`` over
-    a 1-D mesh: device d evaluates the ``chunk / N`` consecutive points from
-    offset ``d * chunk / N`` and compacts its own candidates, so outputs are
-    ``N`` blocks side by side and ``count`` has one entry per device (see
-    :func:`survivors`); the compaction size is per device.
-    """
-    axis_names = tuple(job.axes)
+def _configuration_fn(job: Job, dtype) -> Callable:
+    """``one(net, machine, at) -> (floats, ints, limit, fits)``: every column of one
+    configuration of ``job``; ``at`` maps each axis to (value, digit)."""
     machine_axes = job.machine_axes
     point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
-    icols = int_columns(job)
-    hybrid = "p2" in axis_names
+    hybrid = "p2" in job.axes
     fixed = dict(job.bound.profile.overrides)
-    radices = [len(v) for v in job.axes.values()]
-    n_outer = inner_split(radices, chunk)
-    box = math.prod(radices[n_outer:])
 
     def one(net, machine, at):
-        """Every column of one configuration; ``at`` maps each axis to (value, digit)."""
         if fixed:
             machine = with_params(machine, **{k: jnp.asarray(v, dtype) for k, v in fixed.items()})
         swept = tuple(at[k][0].astype(dtype) for k in machine_axes)
@@ -536,6 +522,30 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
             fits = (p >= p2) & (jnp.round(p / p2) * p2 == p)
         return floats, ints, cost.limit.astype(jnp.int8), fits
 
+    return one
+
+
+def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
+    """A jitted ``f(net, machine, values, info, n_real) -> ChunkOut`` and its compaction size.
+
+    ``mask`` marks the rows to keep: real (not padding), a configuration the
+    strategy can take (hybrids skip p2 not dividing p), and, for a ``keep``
+    reduction, a candidate.
+
+    With several ``devices`` (default: every local device) the chunk is
+    padded to a multiple of their number N and split with ``shard_map`` over
+    a 1-D mesh: device d evaluates the ``chunk / N`` consecutive points from
+    offset ``d * chunk / N`` and compacts its own candidates, so outputs are
+    ``N`` blocks side by side and ``count`` has one entry per device (see
+    :func:`survivors`); the compaction size is per device.
+    """
+    axis_names = tuple(job.axes)
+    icols = int_columns(job)
+    radices = [len(v) for v in job.axes.values()]
+    n_outer = inner_split(radices, chunk)
+    box = math.prod(radices[n_outer:])
+    one = _configuration_fn(job, dtype)
+
     def nest(net, machine, values, at, i):
         """Columns over the inner box: one vmap per inner axis, so a term is computed
         once per value of the axes it depends on (vmap batches only what varies)."""
@@ -554,7 +564,7 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
 
     radix = np.asarray(radices[:n_outer], np.float32)[:, None]
 
-    def run(net, machine, values, info, n_real, skip, offset, size):
+    def run(net, machine, values, info, n_real, offset, size):
         """``size`` points at local offsets ``offset + arange(size)`` of the chunk.
 
         The points lie in ``n_box`` consecutive inner boxes from outer index
@@ -600,9 +610,9 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
             # two objectives reduce on the device; more are reduced exactly on the host
             mask = _pareto_2d_jit(objective[0], objective[1], ok) if len(objective) == 2 else ok
             count = jnp.sum(mask).astype(jnp.int32)
-            idx = _first_true_jit(mask, compact, skip)  # one page: the candidates after the first ``skip``
+            idx = _first_true_jit(mask, compact)
         else:
-            mask, count, idx = _top_k_jit(objective[0], ok, keep.k, compact, skip)
+            mask, count, idx = _top_k_jit(objective[0], ok, keep.k, compact)
         gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
         return ChunkOut(
             None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count
@@ -617,17 +627,17 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
 
     if n_dev == 1:
 
-        def single(net, machine, values, info, n_real, skip):
+        def single(net, machine, values, info, n_real):
             TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-            return run(net, machine, values, info, n_real, skip, jnp.float32(0), chunk)
+            return run(net, machine, values, info, n_real, jnp.float32(0), chunk)
 
         return jax.jit(single), compact
 
     mesh = device_mesh(devices)
 
-    def part(net, machine, values, info, n_real, skip):
+    def part(net, machine, values, info, n_real):
         offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.float32)
-        out = run(net, machine, values, info, n_real, skip, offset, per)
+        out = run(net, machine, values, info, n_real, offset, per)
         out = out._replace(lead=out.lead.reshape(1))
         return out if out.count is None else out._replace(count=out.count.reshape(1))
 
@@ -638,9 +648,9 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         specs = ChunkOut(cols, cols, rows, rows, rows)
     sharded = jax.shard_map(part, mesh=mesh, in_specs=P(), out_specs=specs)
 
-    def multi(net, machine, values, info, n_real, skip):
+    def multi(net, machine, values, info, n_real):
         TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-        return sharded(net, machine, values, info, n_real, skip)
+        return sharded(net, machine, values, info, n_real)
 
     return jax.jit(multi), compact
 
@@ -687,90 +697,100 @@ def survivors(out: ChunkOut, again: Again) -> Survivors:
 
     One device returns one block and a scalar ``count``; ``N`` devices return
     ``N`` blocks side by side and ``count[N]``. A block holds a device's first
-    ``K`` candidates. When a device has more (ties), ``again`` evaluates the
-    chunk again: for a few more, page by page with the same compiled function
-    (the ``K`` candidates after the first ``skip``); for many more, once with
-    every column kept (a second function, compiled on first use), reading the
-    candidates at ``mask``.
+    ``K`` candidates. When a device has more (ties: below 8 GPUs every
+    network setting gives the same time), the candidates are read from
+    ``mask`` and ``again`` evaluates every column of each of them.
     """
     counts = np.atleast_1d(np.asarray(out.count)).astype(np.int64)
     width = out.sel.shape[0] // len(counts)
-    if (counts > PAGES * width).any():
-        where = np.flatnonzero(np.asarray(out.mask))
-        return _rows_at(again.full(), where, positions(out, where))
-    parts, skip = [], 0
-    while True:
-        taken = np.clip(counts - skip, 0, width)
-        cols = np.concatenate([d * width + np.arange(c) for d, c in enumerate(taken)]).astype(np.int64)
-        parts.append(
-            Survivors(
-                np.asarray(out.c_ints)[:, cols],
-                np.asarray(out.c_floats)[:, cols],
-                np.asarray(out.c_limit)[cols],
-                np.asarray(out.sel)[cols].astype(np.int64),
-            )
-        )
-        skip += width
-        if not (counts > skip).any():
-            break
-        out = again.page(skip)
-    if len(parts) == 1:
-        return parts[0]
-    return Survivors(*(np.concatenate(p, axis=-1) for p in zip(*parts, strict=True)))
+    if (counts > width).any():
+        return again.rows(positions(out, np.flatnonzero(np.asarray(out.mask))))
+    cols = np.concatenate([d * width + np.arange(c) for d, c in enumerate(counts)]).astype(np.int64)
+    return Survivors(
+        np.asarray(out.c_ints)[:, cols],
+        np.asarray(out.c_floats)[:, cols],
+        np.asarray(out.c_limit)[cols],
+        np.asarray(out.sel)[cols].astype(np.int64),
+    )
+
+
+def digits_at(job: Job, index: np.ndarray) -> np.ndarray:
+    """The axis digits ``[axes, n]`` of flat indices ``index`` of ``job`` (the first axis slowest)."""
+    rest = np.asarray(index, dtype=np.int64)
+    digits = []
+    for radix in reversed([len(v) for v in job.axes.values()]):
+        rest, digit = np.divmod(rest, radix)
+        digits.append(digit)
+    return np.stack(digits[::-1]).astype(np.int32)
+
+
+def build_points_fn(job: Job, dtype) -> Any:
+    """A jitted ``f(net, machine, values, digits[axes, POINT_ROWS]) -> (floats, ints, limit)``:
+    every column of each configuration the digits name, laid out as :class:`ChunkOut`'s."""
+    one = _configuration_fn(job, dtype)
+    names = tuple(job.axes)
+
+    def points(net, machine, values, digits):
+        def at(d):
+            return one(net, machine, {name: (values[i][d[i]], d[i]) for i, name in enumerate(names)})
+
+        floats, ints, limit, _fits = jax.vmap(at, in_axes=1)(digits)
+        return jnp.stack(floats), jnp.stack(ints), limit
+
+    return jax.jit(points)
 
 
 class Again:
-    """Evaluating a job's chunks again for :func:`survivors`, when their candidates overflow a block."""
+    """Every column of chosen configurations of a job's chunks, evaluated again: the
+    candidates of a reducing chunk that has more than it compacts (:func:`survivors`).
 
-    def __init__(
-        self,
-        job: Job,
-        chunk: int,
-        dtype,
-        fn: Callable,
-        inputs,
-        devices=None,
-        full: Callable[[], Callable] | None = None,
-    ) -> None:
-        """``full``, if given, returns the full-evaluation function compiled elsewhere
-        (:func:`prepare_full`, e.g. ``future.result``); else it is built on first use."""
-        self.job, self.chunk, self.dtype, self.devices = job, chunk, dtype, devices
-        self.fn, self.inputs = fn, inputs
-        # shared by copies: the full-evaluation function, once there is one
-        self.compiled: dict[str, Callable] = {}
-        self.supplier = full
-        self.info: np.ndarray | None = None
-        self.n_real = 0
+    Configurations are evaluated one by one, :data:`POINT_ROWS` a call, on one
+    device: no term is shared across a box of points, yet a 2^20-point chunk
+    of the bench grid with 200,000 rows tied on its front took 12 ms here,
+    against 94 ms to evaluate the whole chunk with every column kept and
+    pick the rows (the fallback this replaced), or a page per 4,096 rows
+    of the reducing program again (19 ms each).
+    """
 
-    def at(self, info: np.ndarray, n_real: int) -> Again:
-        """A copy pointed at the chunk ``info`` locates (``n_real`` real points).
+    def __init__(self, job: Job, dtype, devices=None, points: Callable[[], Callable] | None = None) -> None:
+        """``points``, if given, returns the compiled points function (:func:`prepare_points`,
+        e.g. ``future.result``); else it is built and compiled on first use."""
+        self.job, self.dtype = job, dtype
+        self.devices = (devices if devices is not None else local_devices())[:1]
+        # shared by copies: the compiled function and its inputs, once there are
+        self.compiled: dict[str, Any] = {}
+        self.supplier = points
+        self.start = 0
 
-        A copy, so threads may evaluate different chunks at once; the compiled
-        fallback is shared.
-        """
+    def at(self, start: int) -> Again:
+        """A copy for the chunk that starts at flat index ``start`` of the job; the compiled
+        function is shared, so threads may evaluate different chunks at once."""
         bound = copy.copy(self)
-        bound.info, bound.n_real = info, n_real
+        bound.start = start
         return bound
 
-    def page(self, skip: int) -> ChunkOut:
-        """The reducing function again, compacting the candidates after the first ``skip``."""
-        return self.fn(*self.inputs, self.info, np.int32(self.n_real), np.int32(skip))
-
     @property
-    def used_full(self) -> bool:
-        """Whether a chunk of this job needed :meth:`full` (ties beyond the pages)."""
-        return "full" in self.compiled
+    def used(self) -> bool:
+        """Whether a chunk of this job needed :meth:`rows`."""
+        return "fn" in self.compiled
 
-    def full(self) -> ChunkOut:
-        """The chunk with every column of every row kept."""
-        if "full" not in self.compiled:
-            if self.supplier is not None:
-                self.compiled["full"] = self.supplier()
-            else:
-                self.compiled["full"], _ = build_chunk_fn(
-                    self.job, self.chunk, Keep("all"), self.dtype, self.devices
-                )
-        return self.compiled["full"](*self.inputs, self.info, np.int32(self.n_real), np.int32(0))
+    def rows(self, local: np.ndarray) -> Survivors:
+        """Every column of the points at chunk offsets ``local``."""
+        if "fn" not in self.compiled:
+            self.compiled["inputs"] = device_inputs(self.job, self.dtype, self.devices)
+            self.compiled["fn"] = (
+                self.supplier() if self.supplier is not None else prepare_points(self.job, self.dtype)
+            )
+        fn, inputs = self.compiled["fn"], self.compiled["inputs"]
+        digits = digits_at(self.job, self.start + local)
+        parts = []
+        for lo in range(0, len(local), POINT_ROWS):
+            page = digits[:, lo : lo + POINT_ROWS]
+            n = page.shape[1]
+            floats, ints, limit = fn(*inputs, np.pad(page, ((0, 0), (0, POINT_ROWS - n))))
+            parts.append((np.asarray(ints)[:, :n], np.asarray(floats)[:, :n], np.asarray(limit)[:n]))
+        ints, floats, limit = (np.concatenate(p, axis=-1) for p in zip(*parts, strict=True))
+        return Survivors(ints, floats, limit, np.asarray(local, dtype=np.int64))
 
 
 def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Callable, tuple, bool]:
@@ -791,16 +811,16 @@ def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Call
     whole = keep.reduces and job.size <= chunk
     fn, _compact = build_chunk_fn(job, chunk, Keep("all") if whole else keep, dtype, devices)
     inputs = device_inputs(job, dtype, devices)
-    compiled = fn.lower(*inputs, decode_info(job, 0, chunk), np.int32(0), np.int32(0)).compile()
+    compiled = fn.lower(*inputs, decode_info(job, 0, chunk), np.int32(0)).compile()
     return compiled, inputs, whole
 
 
-def prepare_full(job: Job, chunk: int, dtype, devices=None) -> Callable:
-    """The job's every-column chunk function at a reducing chunk size, compiled: the
-    fallback :meth:`Again.full` calls when a chunk's candidates overflow its pages."""
-    fn, _compact = build_chunk_fn(job, chunk, Keep("all"), dtype, devices)
-    inputs = device_inputs(job, dtype, devices)
-    return fn.lower(*inputs, decode_info(job, 0, chunk), np.int32(0), np.int32(0)).compile()
+def prepare_points(job: Job, dtype) -> Callable:
+    """:func:`build_points_fn`'s function, compiled for one device: what :meth:`Again.rows`
+    calls, prepared ahead by a run once one of its jobs needed it."""
+    inputs = device_inputs(job, dtype, local_devices()[:1])
+    digits = np.zeros((len(job.axes), POINT_ROWS), np.int32)
+    return build_points_fn(job, dtype).lower(*inputs, digits).compile()
 
 
 def host_candidates(out: ChunkOut, keep: Keep) -> Survivors:

@@ -554,8 +554,8 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="sweep-prepare")
     ahead: collections.deque = collections.deque()  # kernels of jobs i, i+1, ... being prepared
     submitted = 0
-    # A reducing chunk whose candidates overflow its pages (ties: below 8 GPUs every network
-    # setting ties) is evaluated again with every column, by a second kernel compiled on
+    # A reducing chunk with more candidates than it compacts (ties: below 8 GPUs every network
+    # setting ties) has them evaluated again (engine.Again), by a second kernel compiled on
     # first use, 0.2-0.4 s on the main thread for each job. Once one job of a run needed
     # it, the jobs after it likely will: their fallbacks are prepared ahead with their kernels.
     fallbacks: dict[int, Future] = {}
@@ -563,7 +563,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     def prepare_fallback(k: int) -> None:
         job = work[k][0].job
         if run.reducer is not None and k not in fallbacks and job.size > opts.chunk:
-            fallbacks[k] = pool.submit(engine.prepare_full, job, opts.chunk, run.dtype)
+            fallbacks[k] = pool.submit(engine.prepare_points, job, run.dtype)
 
     tied = False
     try:
@@ -577,24 +577,17 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
             fn, (net, machine, values), whole = ahead.popleft().result()
             job = span.job
             fallback = fallbacks.pop(i, None)
-            again = engine.Again(
-                job,
-                opts.chunk,
-                run.dtype,
-                fn,
-                (net, machine, values),
-                full=fallback.result if fallback is not None else None,
-            )
+            again = engine.Again(job, run.dtype, points=fallback.result if fallback is not None else None)
             pending = None
             for unit in itertools.chain([head], units, [None]):
                 current = None
                 if unit is not None:
                     _span, number, start, n_real = unit
                     info = engine.decode_info(job, start, opts.chunk)
-                    out = fn(net, machine, values, info, np.int32(n_real), np.int32(0))
-                    current = (number, start, n_real, out, info)
+                    out = fn(net, machine, values, info, np.int32(n_real))
+                    current = (number, start, n_real, out)
                 if pending is not None:
-                    p_number, p_start, p_real, outputs, p_info = pending
+                    p_number, p_start, p_real, outputs = pending
                     if run.reducer is None:
                         rows = chunk_rows(job, outputs, opts.only_feasible)
                         sink.put((run.part_name(job.index, p_number), job.index, p_number, *rows))
@@ -602,8 +595,8 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                         if whole:
                             found = engine.host_candidates(outputs, opts.keep)
                         else:
-                            found = engine.survivors(outputs, again.at(p_info, p_real))
-                            if again.used_full and not tied:
+                            found = engine.survivors(outputs, again.at(p_start))
+                            if again.used and not tied:
                                 tied = True
                                 for k in range(i + 1, submitted):
                                     prepare_fallback(k)

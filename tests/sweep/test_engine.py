@@ -442,22 +442,25 @@ def test_no_temporaries_after_success(grid, paper32):
 
 
 @pytest.mark.parametrize(
-    ("compact", "pages"),
-    [(None, None), (4, 1000), (4, 1)],  # candidates in one block; read page by page; evaluated again in full
+    ("compact", "point_rows"),
+    # candidates in one block; more, evaluated again point by point, in one call or in several
+    [(None, None), (4, None), (4, 3)],
 )
-def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeypatch, compact, pages):
+def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeypatch, compact, point_rows):
     if compact is not None:
         monkeypatch.setattr(engine, "COMPACT_ROWS", compact)
-        monkeypatch.setattr(engine, "PAGES", pages)
         monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)  # the host reduces at every chunk, not once
-    prepared: list[str] = []  # jobs whose full evaluation was compiled ahead, not on first use
-    real = engine.prepare_full
+    if point_rows is not None:
+        monkeypatch.setattr(engine, "POINT_ROWS", point_rows)
+    prepared: list[str] = []  # jobs whose points function was compiled ahead, not on first use
+    real = engine.prepare_points
     monkeypatch.setattr(
-        engine, "prepare_full", lambda job, *a: prepared.append(job.strategy) or real(job, *a)
+        engine, "prepare_points", lambda job, *a: prepared.append(job.strategy) or real(job, *a)
     )
     kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
-    # once a job needed the full evaluation, the later jobs' were prepared with their kernels
-    assert bool(prepared) == (pages == 1), prepared
+    # once a job had more candidates than it compacts, the later jobs' fallbacks were
+    # prepared with their kernels
+    assert bool(prepared) == (compact is not None), prepared
     feasible = [r for r in grid.rows if r["feasible"]]
     objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
     front = [r for r, keep in zip(feasible, pareto_mask(objectives), strict=True) if keep]
@@ -619,15 +622,16 @@ def test_interrupt_then_resume_equals_a_clean_run(grid, tmp_path, monkeypatch):
     assert as_tuples(read_rows(out)) == as_tuples(grid.rows)
 
 
-@pytest.mark.parametrize("pages", [1, 1000])  # many candidates: read from a full evaluation; or by pages
-def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, pages):
-    """Ties put more rows on a chunk's front than one compacted block holds: every one is read."""
+@pytest.mark.parametrize("point_rows", [3, 1 << 16])  # candidates evaluated again: 3 a call, or all at once
+def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, point_rows):
+    """Ties put more rows on a chunk's front than one compacted block holds: every one is
+    read, with the values the full evaluation of the chunk gives it."""
     import tomllib
 
     from sweep.grid import parse_spec, plan
 
     monkeypatch.setattr(engine, "COMPACT_ROWS", 4)
-    monkeypatch.setattr(engine, "PAGES", pages)
+    monkeypatch.setattr(engine, "POINT_ROWS", point_rows)
     job = plan(parse_spec(tomllib.loads(GRID_SPEC), "grid", Path("."))).jobs[0]
     assert job.strategy == "data"  # in-node p: all ten bandwidths tie, so fronts have >= 10 rows
     chunk, keep = 64, engine.Keep("pareto", ("t_epoch_s", "p"))
@@ -636,17 +640,19 @@ def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, p
     assert compact == 4
     inputs = engine.device_inputs(job, np.float32)
     ti, pi = RESULT_COLUMNS.index("t_epoch_s"), engine.int_columns(job).index("p")
-    skips: list[int] = []
+    again = engine.Again(job, np.float32)
+    evaluated: list[int] = []
+    rows = engine.Again.rows
+    monkeypatch.setattr(
+        engine.Again, "rows", lambda self, local: evaluated.append(len(local)) or rows(self, local)
+    )
     for start in range(0, job.size, chunk):
         n_real = min(chunk, job.size - start)
         info = engine.decode_info(job, start, chunk)
-        out = fn(*inputs, info, np.int32(n_real), np.int32(0))
-        again = engine.Again(job, chunk, np.float32, fn, inputs).at(info, n_real)
-        page = again.page
-        again.page = lambda skip, page=page: skips.append(skip) or page(skip)  # type: ignore[method-assign]
-        found = engine.survivors(out, again)
+        out = fn(*inputs, info, np.int32(n_real))
+        found = engine.survivors(out, again.at(start))
         # the chunk's front from its full output
-        every = full(*inputs, info, np.int32(n_real), np.int32(0))
+        every = full(*inputs, info, np.int32(n_real))
         where = np.flatnonzero(np.asarray(every.mask) & (np.asarray(every.limit) == 0))
         objectives = np.stack([np.asarray(every.floats)[ti, where], np.asarray(every.ints)[pi, where]], 1)
         front = engine.positions(every, where[pareto_mask(objectives.astype(np.float64))])
@@ -657,13 +663,25 @@ def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, p
         mine = np.stack([found.floats[ti], found.ints[pi]], 1).astype(np.float64)
         assert sorted(found.local[pareto_mask(mine)].tolist()) == sorted(front.tolist()), start
         at = {int(v): k for k, v in enumerate(engine.positions(every, where).tolist())}
-        rows = [at[int(v)] for v in found.local]
-        np.testing.assert_array_equal(found.floats, np.asarray(every.floats)[:, where[rows]])
-    if pages > 1:
-        assert skips, "some chunk needed a second page"
-        assert set(skips) <= set(range(4, 65, 4))
-    else:
-        assert skips == []
+        picked = where[[at[int(v)] for v in found.local]]
+        np.testing.assert_array_equal(found.floats, np.asarray(every.floats)[:, picked])
+        np.testing.assert_array_equal(found.ints, np.asarray(every.ints)[:, picked])
+        np.testing.assert_array_equal(found.limit, np.asarray(every.limit)[picked])
+    assert evaluated and max(evaluated) > 4, "some chunk had more candidates than it compacts"
+    assert again.used
+
+
+@settings(deadline=None, max_examples=60)
+@given(data=st.data())
+def test_digits_at_equals_divmod(data):
+    """Flat indices of a job back to axis digits, past 2**31 too, as divmod gives them."""
+    radices = data.draw(st.lists(st.integers(1, 5000), min_size=1, max_size=5))
+    job = Job(0, None, "data", {f"a{i}": np.arange(r) for i, r in enumerate(radices)})  # type: ignore[arg-type]
+    size = math.prod(radices)
+    index = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=20)), dtype=np.int64)
+    got = engine.digits_at(job, index)
+    for k, flat in enumerate(index.tolist()):
+        assert got[:, k].tolist() == _python_digits(job, flat)
 
 
 def test_interrupt_then_resume_a_reduction(grid, tmp_path, monkeypatch):
@@ -927,7 +945,7 @@ def _device_digits(job: Job, chunk: int, starts, dtype=np.float32) -> None:
     for start in starts:
         n_real = min(chunk, job.size - start)
         info = _check_info(job, start, chunk)
-        out = fn(net, machine, values, info, np.int32(n_real), np.int32(0))
+        out = fn(net, machine, values, info, np.int32(n_real))
         mask = np.asarray(out.mask)
         where = np.flatnonzero(mask)
         offsets = engine.positions(out, where)  # outputs span whole inner boxes
@@ -1038,20 +1056,24 @@ def test_pareto_mask_keeps_infinite_objectives(objs, want):
     assert pareto_mask(objs).tolist() == want
 
 
-_device_pareto = jax.jit(engine._pareto_mask_2d)
+_front_points = jax.jit(engine._front_points, static_argnums=2)
 
 
 @settings(deadline=None, max_examples=100)
 @given(
     objs=hnp.arrays(np.float32, (32, 2), elements=st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, np.inf])),
-    ok=hnp.arrays(np.bool_, (32,)),
+    k=st.sampled_from([1, 3, 16]),
 )
-def test_device_pareto_equals_brute_force_on_candidate_rows(objs, ok):
-    """The engine's in-chunk 2-objective front (ties and duplicates all kept) among ``ok`` rows."""
-    got = np.asarray(_device_pareto(objs[:, 0], objs[:, 1], ok))
-    want = np.zeros(32, dtype=bool)
-    want[ok] = pareto_brute(objs[ok].astype(np.float64))
-    np.testing.assert_array_equal(got, want)
+def test_front_points_are_the_distinct_points_of_the_front(objs, k):
+    """The pre-filter's reference front: each point of the front of the finite rows once
+    (ties collapse), by increasing first objective, padded with infinities."""
+    finite = np.isfinite(objs).all(axis=1)
+    rows = objs[finite].astype(np.float64)
+    points = sorted({tuple(r) for r in rows[pareto_brute(rows)]}) if len(rows) else []
+    f1, f2, count = (np.asarray(x) for x in _front_points(objs[:, 0], objs[:, 1], k))
+    assert int(count) == len(points)
+    want = (points + [(np.inf, np.inf)] * k)[:k]
+    np.testing.assert_array_equal(np.stack([f1, f2], axis=1), np.array(want, dtype=np.float32))
 
 
 _device_pareto_fast = jax.jit(engine._pareto_2d)
@@ -1070,6 +1092,59 @@ def assert_front_candidates(got: np.ndarray, objs: np.ndarray, ok: np.ndarray) -
     np.testing.assert_array_equal(again, want)
 
 
+def undominated_by_references(objs: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, int]:
+    """What the pre-filter's short-front path keeps, by brute force: the rows (``ok``, no NaN)
+    that no block reference dominates, rows with an infinite objective always; and how many
+    distinct points the references' front has. Each block of ``PARETO_BLOCK`` rows gives two
+    references among its finite rows: the least (o1, o2) and the least (o2, o1)."""
+    number = ok & ~np.isnan(objs).any(axis=1)
+    finite = number & np.isfinite(objs).all(axis=1)
+    refs = []
+    for lo in range(0, len(objs), engine.PARETO_BLOCK):
+        rows = objs[lo : lo + engine.PARETO_BLOCK][finite[lo : lo + engine.PARETO_BLOCK]]
+        if len(rows):
+            refs.append(rows[np.lexsort((rows[:, 1], rows[:, 0]))[0]])
+            refs.append(rows[np.lexsort((rows[:, 0], rows[:, 1]))[0]])
+    if not refs:
+        return number, 0
+    refs = np.unique(np.array(refs, dtype=np.float64), axis=0)
+    front = refs[pareto_brute(refs)]
+    x = objs[:, None, :].astype(np.float64)
+    f = front[None, :, :]
+    dominated = ((f <= x).all(axis=2) & (f < x).any(axis=2)).any(axis=1)
+    return number & ~(finite & dominated), len(front)
+
+
+def assert_prefilter(got: np.ndarray, objs: np.ndarray, ok: np.ndarray) -> None:
+    """The pre-filter's candidates (see :func:`assert_front_candidates`) drop no row that no
+    reference dominates, and are exactly those when the references' front is short."""
+    assert_front_candidates(got, objs, ok)
+    want, points = undominated_by_references(objs, ok)
+    assert not (want & ~got).any(), "a row no reference dominates was dropped"
+    if points <= engine.PARETO_FRONT:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("steps", [1, engine.PARETO_FRONT, engine.PARETO_FRONT + 1, 40])
+def test_device_pareto_prefilter_on_a_staircase(steps):
+    """A front of ``steps`` points, one per block, each block's other rows dominated by its
+    own point alone, and two rows with an infinite objective on the front: the candidates
+    are exactly the front, whichever path the length of the front picks (at most
+    PARETO_FRONT points: every row against each; more: the buckets)."""
+    block = engine.PARETO_BLOCK
+    objs = np.zeros((steps * block + 2, 2), np.float32)
+    for j in range(steps):
+        objs[j * block : (j + 1) * block] = (j + 0.5, steps - j + 0.5)  # above-right of step j only
+        objs[j * block : (j + 1) * block : 2] = (j, steps - j + 0.5)  # above it, in its bucket
+        objs[j * block + block // 2] = (j, steps - j)
+    objs[-2:] = [(-1.0, np.inf), (np.inf, -1.0)]
+    ok = np.ones(len(objs), dtype=bool)
+    got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
+    want = np.zeros(len(objs), dtype=bool)
+    want[[j * block + block // 2 for j in range(steps)] + [len(objs) - 2, len(objs) - 1]] = True
+    np.testing.assert_array_equal(got, want)
+
+
 @settings(deadline=None, max_examples=60)
 @given(
     n=st.sampled_from([5, 300, 20_000]),
@@ -1084,7 +1159,7 @@ def test_device_pareto_prefilter_keeps_the_front(n, seed, levels):
     objs[rng.random((n, 2)) < 0.01] = np.inf
     ok = rng.random(n) < 0.9
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
-    assert_front_candidates(got, objs, ok)
+    assert_prefilter(got, objs, ok)
 
 
 @settings(deadline=None, max_examples=40)
@@ -1103,7 +1178,7 @@ def test_device_pareto_prefilter_keeps_the_front_at_any_scale(n, seed, spread, s
     objs[rng.random(n) < 0.3, 0] = objs[0, 0]  # ties in the first objective
     ok = rng.random(n) < 0.95
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
-    assert_front_candidates(got, objs, ok)
+    assert_prefilter(got, objs, ok)
 
 
 @settings(deadline=None, max_examples=60)
@@ -1117,10 +1192,10 @@ def test_device_pareto_prefilter_keeps_the_front_at_any_scale(n, seed, spread, s
 def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
     """Chunks shaped like a sweep's: the second objective constant over runs of rows (p an
     outer axis), the first tied over runs of ``tie`` rows (a network setting that does not
-    matter). Most take the path that sorts only the blocks' reference rows; the flaws
-    (infinite objectives, rows that are not candidates, rows off their block's best) push
-    some onto the buckets. Every path must pass on the whole front, and nothing the host
-    would not consider: a NaN objective (either one) is never on it."""
+    matter). Most give the references a short front, which every row is compared with; the
+    flaws (infinite objectives, rows that are not candidates, rows off their block's best)
+    lengthen some, which then take the buckets. Every path must pass on the whole front,
+    and nothing the host would not consider: a NaN objective (either one) is never on it."""
     rng = np.random.default_rng(seed)
     o2 = np.repeat(rng.integers(1, 6, -(-n // run)), run)[:n].astype(np.float32)
     levels = rng.random(-(-n // tie)).astype(np.float32) * 10
@@ -1138,7 +1213,7 @@ def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
         o2[rng.integers(0, n, 5)] = np.nan
     objs = np.stack([o1, o2], axis=1)
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
-    assert_front_candidates(got, objs, ok)
+    assert_prefilter(got, objs, ok)
 
 
 _top_k = jax.jit(engine._top_k, static_argnums=(2, 3))
@@ -1172,7 +1247,7 @@ def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
         obj[u < 0.5] = np.nan
         obj[(u >= 0.5) & (u < 0.999)] = np.inf
     size = n
-    mask, count, idx = (np.asarray(a) for a in _top_k(obj, ok, k, size, np.int32(0)))
+    mask, count, idx = (np.asarray(a) for a in _top_k(obj, ok, k, size))
     valid = np.flatnonzero(ok & ~np.isnan(obj))
     want = np.sort(valid[np.argsort(obj[valid], kind="stable")[:k]])
     got = np.flatnonzero(mask)
@@ -1190,7 +1265,7 @@ def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
         )
 
 
-_first_true = jax.jit(engine._first_true, static_argnums=(1, 3))
+_first_true = jax.jit(engine._first_true, static_argnums=(1, 2))
 
 
 @settings(deadline=None, max_examples=80)
@@ -1199,9 +1274,8 @@ _first_true = jax.jit(engine._first_true, static_argnums=(1, 3))
     seed=st.integers(0, 2**31),
     shape=st.sampled_from(["sparse", "run", "dense", "none"]),
     size=st.sampled_from([1, 7, 4096]),
-    skip=st.sampled_from([0, 0, 3, 100]),
 )
-def test_first_true_equals_nonzero(n, seed, shape, size, skip):
+def test_first_true_equals_nonzero(n, seed, shape, size):
     """The blocked compaction returns nonzero's indices whether the True entries are few or many."""
     rng = np.random.default_rng(seed)
     mask = np.zeros(n, dtype=bool)
@@ -1213,9 +1287,9 @@ def test_first_true_equals_nonzero(n, seed, shape, size, skip):
     elif shape == "dense":
         mask = rng.random(n) < 0.5
     for fill in (0, n):
-        got = np.asarray(_first_true(mask, size, np.int32(skip), fill))
+        got = np.asarray(_first_true(mask, size, fill))
         want = np.full(size, fill)
-        found = np.flatnonzero(mask)[skip : skip + size]
+        found = np.flatnonzero(mask)[:size]
         want[: len(found)] = found
         np.testing.assert_array_equal(got, want)
 
