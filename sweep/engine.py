@@ -263,8 +263,8 @@ def _pareto_2d(o1, o2, ok):
     short (a second objective such as p takes few values in a chunk), and
     when it has at most :data:`PARETO_FRONT` points every row is compared
     with each of them: the rows left are exactly those no reference
-    dominates. On the bench's tie-free grid this made the kernel 2.1x
-    faster (54 -> 115 M configs/s) than the per-row bucket lookup below,
+    dominates. On the bench's tie-free grid this made the kernel 1.5-2.1x
+    faster (54 -> 81-115 M configs/s) than the per-row bucket lookup below,
     whose gather of a 4,096-entry table costs about 20 ms per 2^20 rows.
 
     A longer front takes the buckets: a row is dropped when its block's R1
@@ -759,11 +759,10 @@ class Again:
     of the reducing program again (19 ms each).
     """
 
-    def __init__(self, job: Job, dtype, devices=None, points: Callable[[], Callable] | None = None) -> None:
+    def __init__(self, job: Job, dtype, points: Callable[[], Callable] | None = None) -> None:
         """``points``, if given, returns the compiled points function (:func:`prepare_points`,
         e.g. ``future.result``); else it is built and compiled on first use."""
         self.job, self.dtype = job, dtype
-        self.devices = (devices if devices is not None else local_devices())[:1]
         # shared by copies: the compiled function and its inputs, once there are
         self.compiled: dict[str, Any] = {}
         self.supplier = points
@@ -784,7 +783,7 @@ class Again:
     def rows(self, local: np.ndarray) -> Survivors:
         """Every column of the points at chunk offsets ``local``."""
         if "fn" not in self.compiled:
-            self.compiled["inputs"] = device_inputs(self.job, self.dtype, self.devices)
+            self.compiled["inputs"] = _point_inputs(self.job, self.dtype)
             self.compiled["fn"] = (
                 self.supplier() if self.supplier is not None else prepare_points(self.job, self.dtype)
             )
@@ -825,9 +824,13 @@ def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Call
 def prepare_points(job: Job, dtype) -> Callable:
     """:func:`build_points_fn`'s function, compiled for one device: what :meth:`Again.rows`
     calls, prepared ahead by a run once one of its jobs needed it."""
-    inputs = device_inputs(job, dtype, local_devices()[:1])
     digits = np.zeros((len(job.axes), POINT_ROWS), np.int32)
-    return build_points_fn(job, dtype).lower(*inputs, digits).compile()
+    return build_points_fn(job, dtype).lower(*_point_inputs(job, dtype), digits).compile()
+
+
+def _point_inputs(job: Job, dtype):
+    """:func:`device_inputs` for the points function: on the default device alone."""
+    return device_inputs(job, dtype, local_devices()[:1])
 
 
 def host_candidates(out: ChunkOut, keep: Keep) -> Survivors:
