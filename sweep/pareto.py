@@ -13,11 +13,10 @@ import numpy as np
 def pareto_mask(objectives: np.ndarray) -> np.ndarray:
     """Boolean mask of the non-dominated rows of ``objectives`` ``[n, k]``.
 
-    Two objectives: sort by (o1, o2) and compare each row with the running
-    minimum of o2 over the rows strictly before its group of equal rows,
-    O(n log n). Three or more: rows in lexicographic order, each checked
-    against the front kept so far (a dominating row sorts earlier, and
-    dominance is transitive), in blocks.
+    One objective: the rows equal to the least. Two: sort by (o1, o2) and
+    compare each row with the running minimum of o2 over the rows strictly
+    before its group of equal rows, O(n log n). Three or more:
+    :func:`pareto_mask_blocked`, vectorised in blocks of distinct rows.
     """
     objs = np.asarray(objectives, dtype=np.float64)
     n, k = objs.shape
@@ -26,29 +25,10 @@ def pareto_mask(objectives: np.ndarray) -> np.ndarray:
     finite = np.asarray(~np.isnan(objs).any(axis=1), dtype=bool)
     if k == 2:
         return _pareto_mask_2(objs[:, 0], objs[:, 1], finite)
-    order = np.lexsort(objs[:, ::-1].T)
-    order = order[finite[order]]
-    s = objs[order]
-    if len(s) == 0:
-        return np.zeros(n, dtype=bool)
-    head = np.ones(len(s), dtype=bool)
-    head[1:] = (s[1:] != s[:-1]).any(axis=1)
-    head_idx = np.maximum.accumulate(np.where(head, np.arange(len(s)), 0))
-    if k == 1:
-        keep = s[:, 0] == s[0, 0]
-    else:
-        keep_heads = np.zeros(len(s), dtype=bool)
-        front = np.empty((0, k))
-        for i in np.flatnonzero(head):
-            row = s[i]
-            if front.size and ((front <= row).all(axis=1) & (front < row).any(axis=1)).any():
-                continue
-            keep_heads[i] = True
-            front = np.vstack([front, row])
-        keep = keep_heads[head_idx]
-    out = np.zeros(n, dtype=bool)
-    out[order[keep]] = True
-    return out
+    if k > 2:
+        return pareto_mask_blocked(objs)
+    least = np.min(objs[finite, 0]) if finite.any() else np.nan
+    return finite & (objs[:, 0] == least)
 
 
 def _pareto_mask_2(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> np.ndarray:
@@ -257,7 +237,7 @@ def pareto_mask_blocked(objectives: np.ndarray, block: int = 512) -> np.ndarray:
     """
     objs = np.asarray(objectives, dtype=np.float64)
     n, k = objs.shape
-    if k <= 2 or n == 0:
+    if k <= 2 or n == 0:  # pareto_mask's own cases (it sends three or more here)
         return pareto_mask(objs)
     finite: np.ndarray = ~np.any(np.isnan(objs), axis=1)
     order = np.lexsort(objs[:, ::-1].T)

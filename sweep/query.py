@@ -46,7 +46,7 @@ import pyarrow.dataset as ds
 
 from sweep import store
 from sweep.errors import InputError
-from sweep.pareto import dominated_by, pareto_mask, pareto_mask_blocked, top_k_order
+from sweep.pareto import dominated_by, pareto_mask, top_k_order
 from sweep.where import Filter, combine, parse_where
 
 #: Rows per batch read from a row group.
@@ -349,12 +349,12 @@ def _pareto_reducer(k: int) -> _Reducer:
             # a dominated row is never on the front), so the exact merge sorts few rows
             sample = vals[:: len(vals) >> 12]
             sample = sample[~np.isnan(sample).any(axis=1)]
-            sel = pareto_mask(sample) if k <= 2 else pareto_mask_blocked(sample)
+            sel = pareto_mask(sample)
             ok &= ~dominated_by(sample[sel], vals)
         return ok
 
     def select(vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        mask = pareto_mask(vals) if k <= 2 else pareto_mask_blocked(vals)
+        mask = pareto_mask(vals)
         return np.flatnonzero(mask)
 
     return _Reducer(screen, select)
