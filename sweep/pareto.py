@@ -136,10 +136,12 @@ def dominated_by(front: np.ndarray, objectives: np.ndarray, max_elems: int = 1 <
     if len(rest) > 8 * len(fr):
         # many rows: front rows one at a time over contiguous columns, the strongest
         # (smallest sum of scaled objectives) first, dropping the rows already dominated
-        span = np.ptp(fr, axis=0)
-        span[~(span > 0)] = 1.0
+        with np.errstate(invalid="ignore"):  # an infinite objective gives a NaN key: tried last
+            span = np.ptp(fr, axis=0)
+            span[~(span > 0)] = 1.0
+            strength = ((fr - fr.min(axis=0)) / span).sum(axis=1)
         dead = np.zeros(len(rest), dtype=bool)
-        for f in fr[np.argsort(((fr - fr.min(axis=0)) / span).sum(axis=1), kind="stable")]:
+        for f in fr[np.argsort(strength, kind="stable")]:
             dead |= _dominates(f[:, None], cols)[0]
             if dead.sum() * 4 > len(dead) or len(dead) == 0:
                 out[rest[dead]] = True

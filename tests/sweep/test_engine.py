@@ -1216,6 +1216,44 @@ def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
     assert_prefilter(got, objs, ok)
 
 
+_device_pareto_kd = jax.jit(engine._pareto_kd)
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    n=st.sampled_from([5, 600, 20_000]),
+    k=st.sampled_from([3, 4]),
+    seed=st.integers(0, 2**31),
+    levels=st.sampled_from([3, 50, 10_000]),
+    flaw=st.sampled_from(["none", "inf", "nan", "not ok"]),
+)
+def test_device_pareto_prefilter_of_more_objectives_keeps_the_front(n, k, seed, levels, flaw):
+    """Three or four objectives: every row of the front is passed on, nothing that is not a
+    candidate (NaN, not ok), and the front of what is passed on is the front."""
+    rng = np.random.default_rng(seed)
+    objs = rng.integers(0, levels, (n, k)).astype(np.float32)
+    ok = np.ones(n, dtype=bool)
+    if flaw == "inf":
+        objs[rng.random((n, k)) < 0.01] = np.inf
+    elif flaw == "nan":
+        objs[rng.random((n, k)) < 0.01] = np.nan
+    elif flaw == "not ok":
+        ok = rng.random(n) < 0.9
+    got = np.asarray(_device_pareto_kd(tuple(objs.T), ok))
+    assert_front_candidates(got, objs, ok)
+
+
+def test_device_pareto_prefilter_of_more_objectives_drops_what_the_best_dominates():
+    """One row better in all three objectives than every other: it and its copies are all
+    that is passed on, but for a row with an infinite objective, which never is dropped."""
+    rng = np.random.default_rng(1)
+    objs = (1 + rng.random((5000, 3))).astype(np.float32)
+    objs[[7, 4000]] = (0.5, 0.5, 0.5)
+    objs[123] = (np.inf, 2.0, 2.0)
+    got = np.asarray(_device_pareto_kd(tuple(objs.T), np.ones(len(objs), dtype=bool)))
+    assert np.flatnonzero(got).tolist() == [7, 123, 4000]
+
+
 _top_k = jax.jit(engine._top_k, static_argnums=(2, 3))
 
 
