@@ -101,8 +101,8 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
     dtype = np.float64 if task.x64 else np.float32
     built = _BUILT.get(task.key)
     if built is None:
-        fn, _compact = engine.build_chunk_fn(task.job, task.chunk, task.keep, dtype)
         inputs = engine.device_inputs(task.job, dtype)
+        fn = engine.compile_chunk_fn(task.job, task.chunk, task.keep, dtype, inputs)
         # one Again per kernel, so its fallback compiles once per worker
         built = (fn, inputs, engine.Again(task.job, dtype))
         while len(_BUILT) >= CACHE_SIZE:

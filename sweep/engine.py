@@ -37,6 +37,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from kernels import Config, with_params
+from sweep import traced
 from sweep.evaluate import CONFIG_COLUMNS, RESULT_COLUMNS, point_fn
 from sweep.grid import CONFIG_AXES, Job
 
@@ -856,8 +857,9 @@ class Again:
 def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Callable, tuple, bool]:
     """The job's chunk function, compiled, its device inputs, and whether it returns every row.
 
-    Tracing, lowering and compiling (or loading from the persistent cache)
-    happen here rather than at the first call, so a run can prepare the next
+    Tracing and lowering (or reading the module an earlier run kept, see
+    :mod:`sweep.traced`) and compiling (or loading from the persistent
+    cache) happen here rather than at the first call, so a run can prepare the next
     jobs' kernels on other threads while this one computes: tracing holds
     the GIL but XLA's compute threads do not need it, and XLA compiles
     without it. The result is called like :func:`build_chunk_fn`'s function.
@@ -869,17 +871,34 @@ def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Call
     same.
     """
     whole = keep.reduces and job.size <= chunk
-    fn, _compact = build_chunk_fn(job, chunk, Keep("all") if whole else keep, dtype, devices)
     inputs = device_inputs(job, dtype, devices)
-    compiled = fn.lower(*inputs, decode_info(job, 0, chunk), np.int32(0)).compile()
-    return compiled, inputs, whole
+    return compile_chunk_fn(job, chunk, Keep("all") if whole else keep, dtype, inputs, devices), inputs, whole
+
+
+def compile_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, inputs: tuple, devices=None) -> Callable:
+    """:func:`build_chunk_fn`'s function compiled for ``inputs`` (:func:`device_inputs`), from
+    the module a run before this one kept when there is one (:mod:`sweep.traced`)."""
+    devices = devices if devices is not None else local_devices()
+    return traced.compile_kept(
+        job,
+        ("chunk", chunk, keep, np.dtype(dtype).name),
+        devices,
+        lambda: build_chunk_fn(job, chunk, keep, dtype, devices)[0],
+        (*inputs, decode_info(job, 0, chunk), np.int32(0)),
+    )
 
 
 def prepare_points(job: Job, dtype) -> Callable:
     """:func:`build_points_fn`'s function, compiled for one device: what :meth:`Again.rows`
     calls, prepared ahead by a run once one of its jobs needed it."""
     digits = np.zeros((len(job.axes), POINT_ROWS), np.int32)
-    return build_points_fn(job, dtype).lower(*_point_inputs(job, dtype), digits).compile()
+    return traced.compile_kept(
+        job,
+        ("points", POINT_ROWS, np.dtype(dtype).name),
+        local_devices()[:1],
+        lambda: build_points_fn(job, dtype),
+        (*_point_inputs(job, dtype), digits),
+    )
 
 
 def _point_inputs(job: Job, dtype):

@@ -1,0 +1,195 @@
+"""Traced kernels kept between runs (:mod:`sweep.traced`).
+
+A second process that finds the stored modules must trace nothing and
+write exactly the rows a run without any cache writes; the key must change
+with anything the trace reads; a damaged module costs a trace, not a wrong
+answer or an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+
+from sweep import engine, traced
+from sweep.grid import parse_spec, plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Below 8 GPUs every network setting ties: the reducing run's first 16,384-point chunk holds
+# 12,288 rows with p < 8, all on the front, more than it compacts (4,096 per device), so its
+# candidates are evaluated again by the per-point kernel (engine.Again), which is kept too.
+SPEC = """name = "kept"
+model = "resnet50"
+machine = "abci"
+strategies = ["data", "data+filter"]
+[axes]
+p = [1, 2, 4, 8, 16]
+b = [32]
+p2 = [2]
+inter_bandwidth_Bps = { linspace = [10e9, 100e9, 64] }
+inter_alpha_s = { linspace = [1e-6, 20e-6, 64] }
+[set]
+wu_passes = 2
+"""
+
+# Runs the spec, writing every row (chunks of 4,096) and keeping the Pareto front (chunks
+# of 16,384), into OUT/<label>-all and OUT/<label>-pareto, once per label: "none" with no
+# cache folder, any other label with CACHE as JAX's cache folder. Prints the kernels traced.
+SCRIPT = """
+import json, sys
+from pathlib import Path
+import jax
+from sweep import engine
+from sweep.grid import load_spec, plan
+from sweep.run import RunOptions, parse_keep, run_sweep
+
+spec, out, cache = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+p = plan(load_spec(spec))
+cols = engine.numeric_columns(p.jobs[0])
+built = []
+for name in ("build_chunk_fn", "build_points_fn"):  # called only to trace a kernel
+    def counted(*args, _fn=getattr(engine, name), **kwargs):
+        built.append(1)
+        return _fn(*args, **kwargs)
+    setattr(engine, name, counted)
+traces = {}
+for label in sys.argv[4:]:
+    jax.config.update("jax_compilation_cache_dir", None if label == "none" else cache)
+    built.clear()
+    for keep, chunk in (("all", 4096), ("pareto:t_epoch_s,p", 16384)):
+        name = f"{label}-{keep.split(':')[0]}"
+        run_sweep(p, RunOptions(out=out / name, chunk=chunk, keep=parse_keep(keep, cols)))
+    traces[label] = len(built)
+print(json.dumps(traces))
+"""
+
+
+def run_script(tmp: Path, devices: int, *labels: str) -> dict:
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+    }
+    args = [str(tmp / "kept.toml"), str(tmp / "out"), str(tmp / "cache"), *labels]
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def rows(folder: Path) -> list[tuple[str, ...]]:
+    """Every row of a dataset folder as the repr of each value (floats bit for bit), sorted."""
+    return sorted(
+        tuple(map(repr, r.values())) for r in ds.dataset(folder, format="parquet").to_table().to_pylist()
+    )
+
+
+def modules(tmp: Path) -> dict[str, int]:
+    return {m.name: m.stat().st_mtime_ns for m in (tmp / "cache" / traced.FOLDER).glob(f"*{traced.SUFFIX}")}
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_second_process_traces_nothing_and_writes_the_same_rows(tmp_path, devices):
+    (tmp_path / "kept.toml").write_text(SPEC)
+    # two jobs x (every row, pareto) chunk kernels, and each job's per-point kernel
+    assert run_script(tmp_path, devices, "cold") == {"cold": 6}
+    stored = modules(tmp_path)
+    assert len(stored) == 6
+    # the second process finds every kernel stored: no trace; then a run with no cache folder
+    assert run_script(tmp_path, devices, "warm", "none") == {"warm": 0, "none": 6}
+    assert modules(tmp_path) == stored  # read, not rewritten
+    for keep in ("all", "pareto"):
+        want = rows(tmp_path / "out" / f"none-{keep}")
+        # every row: data 5 x 64 x 64 = 20,480, data+filter 4 x 4,096 (p2 = 2 skips p = 1)
+        assert len(want) == 36_864 if keep == "all" else len(want) > 4_096
+        assert rows(tmp_path / "out" / f"cold-{keep}") == want
+        assert rows(tmp_path / "out" / f"warm-{keep}") == want
+
+
+def small_job(text: str = ""):
+    text = (
+        'name = "small"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n'
+        "[axes]\np = [1, 2, 4]\nb = [8, 16]\n" + text
+    )
+    return plan(parse_spec(tomllib.loads(text), "small.toml", ROOT, text)).jobs[0]
+
+
+def test_the_key_follows_what_the_trace_reads():
+    job = small_job()
+    devices = engine.local_devices()
+    base = traced.key(job, ("chunk", 64), devices)
+    assert (
+        traced.key(dataclasses.replace(job, index=5), ("chunk", 64), devices) == base
+    )  # the index is not read
+    assert traced.key(small_job(), ("chunk", 64), devices) == base  # nor the object's identity
+    others = [
+        traced.key(job, ("chunk", 128), devices),
+        traced.key(small_job("[set]\nwu_passes = 2\n"), ("chunk", 64), devices),
+        traced.key(dataclasses.replace(job, strategy="spatial"), ("chunk", 64), devices),
+        traced.key(
+            dataclasses.replace(job, axes={**job.axes, "b": np.array([8, 32])}), ("chunk", 64), devices
+        ),
+        traced.key(job, ("chunk", 64), devices * 2),
+    ]
+    assert len({base, *others}) == 1 + len(others)
+
+
+def test_a_damaged_module_is_traced_again_and_replaced(tmp_path, monkeypatch):
+    monkeypatch.setattr(traced, "folder", lambda: tmp_path)
+    job = small_job()
+    static = ("points", engine.POINT_ROWS, "float32")
+    devices = engine.local_devices()[:1]
+    inputs = engine._point_inputs(job, np.float32)
+    digits = np.zeros((len(job.axes), engine.POINT_ROWS), np.int32)
+    digits[:, :6] = [[0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]]
+    want = engine.build_points_fn(job, np.float32)(*inputs, digits)
+    path = tmp_path / f"{traced.key(job, static, devices)}{traced.SUFFIX}"
+    path.write_bytes(b"not a module")
+    builds = []
+
+    def build():
+        builds.append(1)
+        return engine.build_points_fn(job, np.float32)
+
+    for _ in range(2):  # the damaged file is traced again; the second call reads its replacement
+        fn = traced.compile_kept(job, static, devices, build, (*inputs, digits))
+        for got, w in zip(fn(*inputs, digits), want, strict=True):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
+    assert builds == [1]
+    assert path.stat().st_size > 1000
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_an_unwritable_cache_folder_costs_only_the_trace(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the folder should be")
+    monkeypatch.setattr(traced, "folder", lambda: blocker / traced.FOLDER)
+    job = small_job()
+    inputs = engine._point_inputs(job, np.float32)
+    digits = np.zeros((len(job.axes), engine.POINT_ROWS), np.int32)
+    fn = traced.compile_kept(
+        job,
+        ("points",),
+        engine.local_devices()[:1],
+        lambda: engine.build_points_fn(job, np.float32),
+        (*inputs, digits),
+    )
+    floats, _ints, _limit = fn(*inputs, digits)
+    assert np.isfinite(np.asarray(floats)[:, 0]).any()
