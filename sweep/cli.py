@@ -124,8 +124,9 @@ def _setup_jax() -> None:
     from sweep import backend
 
     cache = os.environ.get("SWEEP_JAX_CACHE", str(Path.home() / ".cache" / "paradl-sweep" / "jax"))
+    # empty: no cache at all, also when an earlier command in this process set one
+    jax.config.update("jax_compilation_cache_dir", cache or None)
     if cache:
-        jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     backend.start()

@@ -22,13 +22,22 @@ def pareto_mask(objectives: np.ndarray) -> np.ndarray:
     n, k = objs.shape
     if n == 0:
         return np.zeros(0, dtype=bool)
-    finite = np.asarray(~np.isnan(objs).any(axis=1), dtype=bool)
+    finite = numbers(objs)
     if k == 2:
         return _pareto_mask_2(objs[:, 0], objs[:, 1], finite)
     if k > 2:
         return pareto_mask_blocked(objs)
     least = np.min(objs[finite, 0]) if finite.any() else np.nan
     return finite & (objs[:, 0] == least)
+
+
+def numbers(objs: np.ndarray) -> np.ndarray:
+    """Rows of ``objs`` ``[n, k]`` with no NaN; a column at a time (``isnan(objs).any(axis=1)``
+    reduces over the short axis: 16 ms for 2^20 rows of two, against 2 ms)."""
+    out = ~np.isnan(objs[:, 0])
+    for j in range(1, objs.shape[1]):
+        out &= ~np.isnan(objs[:, j])
+    return out
 
 
 def _pareto_mask_2(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> np.ndarray:
@@ -110,7 +119,7 @@ def dominated_by(front: np.ndarray, objectives: np.ndarray, max_elems: int = 1 <
     out = np.zeros(n, dtype=bool)
     if n == 0 or len(fr) == 0:
         return out
-    fr = fr[~np.isnan(fr).any(axis=1)]
+    fr = fr[numbers(fr)]
     if len(fr) == 0:
         return out
     if k == 1:
@@ -128,7 +137,7 @@ def dominated_by(front: np.ndarray, objectives: np.ndarray, max_elems: int = 1 <
         m_le = np.where(le >= 0, cm[np.maximum(le, 0)], np.nan)
         out = sure.copy()
         out[rest] = (m_lt <= r2) | (m_le < r2)
-        return out & ~np.isnan(objs).any(axis=1)  # NaN compares false, searchsorted puts it last
+        return out & numbers(objs)  # NaN compares false, searchsorted puts it last
     sure = _surely_dominated_3d(fr, objs) if k == 3 and n > 64 * len(fr) and n > 4096 else out
     rest = np.flatnonzero(~sure)
     out = sure.copy()

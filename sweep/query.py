@@ -46,7 +46,7 @@ import pyarrow.dataset as ds
 
 from sweep import store
 from sweep.errors import InputError
-from sweep.pareto import dominated_by, pareto_mask, top_k_order
+from sweep.pareto import dominated_by, numbers, pareto_mask, top_k_order
 from sweep.where import Filter, combine, parse_where
 
 #: Rows per batch read from a row group.
@@ -339,7 +339,7 @@ class _Reducer:
 
 def _pareto_reducer(k: int) -> _Reducer:
     def screen(state: _State, vals: np.ndarray) -> np.ndarray:
-        ok = ~np.isnan(vals).any(axis=1)
+        ok = numbers(vals)
         if len(state.rows):
             # duplicates on the front (rows tied in every objective) dominate nothing more
             front = state.vals if k <= 2 else np.unique(state.vals, axis=0)
@@ -348,7 +348,7 @@ def _pareto_reducer(k: int) -> _Reducer:
             # a first large batch: screen with the front of a sample of itself (exact:
             # a dominated row is never on the front), so the exact merge sorts few rows
             sample = vals[:: len(vals) >> 12]
-            sample = sample[~np.isnan(sample).any(axis=1)]
+            sample = sample[numbers(sample)]
             sel = pareto_mask(sample)
             ok &= ~dominated_by(sample[sel], vals)
         return ok

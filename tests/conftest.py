@@ -26,3 +26,11 @@ def small_net() -> kernels.Net:
 def small_machine() -> kernels.Machine:
     """2 GPUs and 1 NIC per node, two inter levels (see :mod:`tests.helpers`)."""
     return small_machine_of()
+
+
+@pytest.fixture(autouse=True)
+def _no_persistent_cache(monkeypatch):
+    """No persistent cache unless a test sets one: kernels kept by an earlier test or run
+    (:mod:`sweep.traced`) would skip the traces tests count, and the home folder is not theirs."""
+    monkeypatch.setenv("SWEEP_JAX_CACHE", "")
+    jax.config.update("jax_compilation_cache_dir", None)

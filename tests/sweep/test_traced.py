@@ -107,20 +107,25 @@ def modules(tmp: Path) -> dict[str, int]:
 
 @pytest.mark.parametrize("devices", [1, 2])
 def test_a_second_process_traces_nothing_and_writes_the_same_rows(tmp_path, devices):
+    """On one device the rows are also those of a run with no cache folder; on two (forced
+    host devices, sharded kernels), those of the first run (a sharded run's rows are checked
+    against one device's elsewhere)."""
     (tmp_path / "kept.toml").write_text(SPEC)
     # two jobs x (every row, pareto) chunk kernels, and each job's per-point kernel
     assert run_script(tmp_path, devices, "cold") == {"cold": 6}
     stored = modules(tmp_path)
     assert len(stored) == 6
-    # the second process finds every kernel stored: no trace; then a run with no cache folder
-    assert run_script(tmp_path, devices, "warm", "none") == {"warm": 0, "none": 6}
+    # the second process finds every kernel stored: no trace
+    more = ("none",) if devices == 1 else ()
+    assert run_script(tmp_path, devices, "warm", *more) == {"warm": 0} | {m: 6 for m in more}
     assert modules(tmp_path) == stored  # read, not rewritten
     for keep in ("all", "pareto"):
-        want = rows(tmp_path / "out" / f"none-{keep}")
+        want = rows(tmp_path / "out" / f"cold-{keep}")
         # every row: data 5 x 64 x 64 = 20,480, data+filter 4 x 4,096 (p2 = 2 skips p = 1)
         assert len(want) == 36_864 if keep == "all" else len(want) > 4_096
-        assert rows(tmp_path / "out" / f"cold-{keep}") == want
         assert rows(tmp_path / "out" / f"warm-{keep}") == want
+        if more:
+            assert rows(tmp_path / "out" / f"none-{keep}") == want
 
 
 def small_job(text: str = ""):
