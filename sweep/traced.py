@@ -18,11 +18,14 @@ file that cannot be read back is traced again and replaced.
 
 The modules live in ``paradl-traced/`` under JAX's cache folder
 (``jax_compilation_cache_dir``, which ``sweep run`` sets from
-``SWEEP_JAX_CACHE``); with no cache folder nothing is stored.
+``SWEEP_JAX_CACHE``); with no cache folder nothing is stored. At most
+:data:`MAX_MODULES` are kept, the least recently used deleted first; the
+folder may be deleted at any time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -44,6 +47,8 @@ from sweep.grid import Job
 FORMAT = "paradl-traced-1"
 FOLDER = "paradl-traced"
 SUFFIX = ".module"
+#: Modules kept at most (30-90 kB each); beyond, the least recently used go.
+MAX_MODULES = 4096
 
 
 @functools.cache
@@ -97,6 +102,8 @@ def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any
             record = pickle.load(f)
         exported = jax.export.deserialize(bytearray(record["module"]))
         out_tree = record["out_tree"]
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used: the last to go when the folder is pruned
     except Exception:  # missing, truncated, or from another version of anything: trace it again
         exported = None
     if exported is None:
@@ -136,5 +143,17 @@ def _write(path: Path, record: dict) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        _prune(path.parent)
     except OSError:  # a read-only or full cache folder costs the next run a trace, nothing more
         pass
+
+
+def _prune(where: Path) -> None:
+    """Delete the least recently used modules beyond :data:`MAX_MODULES`."""
+    stamps = []
+    for f in where.glob(f"*{SUFFIX}"):
+        with contextlib.suppress(OSError):  # another process may prune at the same time
+            stamps.append((f.stat().st_mtime_ns, f))
+    stamps.sort()
+    for _stamp, f in stamps[: max(len(stamps) - MAX_MODULES, 0)]:
+        f.unlink(missing_ok=True)

@@ -177,7 +177,10 @@ def test_a_damaged_module_is_traced_again_and_replaced(tmp_path, monkeypatch):
         fn = traced.compile_kept(job, static, devices, build, (*inputs, digits))
         for got, w in zip(fn(*inputs, digits), want, strict=True):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
+        os.utime(path, ns=(0, 0))
     assert builds == [1]
+    fn = traced.compile_kept(job, static, devices, build, (*inputs, digits))
+    assert path.stat().st_mtime_ns > 0  # a module read is marked used (pruning goes by it)
     assert path.stat().st_size > 1000
     assert not list(tmp_path.glob(".tmp-*"))
 
@@ -198,3 +201,14 @@ def test_an_unwritable_cache_folder_costs_only_the_trace(tmp_path, monkeypatch):
     )
     floats, _ints, _limit = fn(*inputs, digits)
     assert np.isfinite(np.asarray(floats)[:, 0]).any()
+
+
+def test_the_least_recently_used_modules_go_beyond_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(traced, "MAX_MODULES", 2)
+    paths = [tmp_path / f"m{i}{traced.SUFFIX}" for i in range(3)]
+    for i, path in enumerate(paths[:2]):
+        traced._write(path, {"module": b"", "out_tree": None})
+        os.utime(path, ns=(i * 10**9, i * 10**9))  # m0 older than m1
+    os.utime(paths[0])  # m0 used just now: m1 is the least recently used
+    traced._write(paths[2], {"module": b"", "out_tree": None})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m0.module", "m2.module"]
