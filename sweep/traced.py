@@ -32,7 +32,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ import jax
 import jaxlib
 import numpy as np
 
+from sweep import store
 from sweep.grid import Job
 
 #: Bump when what is stored, or how it is keyed, changes.
@@ -122,7 +122,10 @@ def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any
             return fn.lower(*args).compile()
         out_tree = box["out_tree"]
         _write(path, {"module": bytes(blob), "out_tree": out_tree})
-    compiled = jax.jit(exported.call).lower(*leaves).compile()
+    try:
+        compiled = jax.jit(exported.call).lower(*leaves).compile()
+    except Exception:  # a module this platform cannot take back: the traced kernel, as without a cache
+        return build().lower(*args).compile()
     unflatten = functools.partial(jax.tree_util.tree_unflatten, out_tree)
 
     def call(*args):
@@ -135,14 +138,7 @@ def _write(path: Path, record: dict) -> None:
     """Write ``record`` to ``path`` whole or not at all (a temporary file renamed)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(record, f, protocol=5)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        store.atomic_write_bytes(path, pickle.dumps(record, protocol=5))
         _prune(path.parent)
     except OSError:  # a read-only or full cache folder costs the next run a trace, nothing more
         pass

@@ -16,6 +16,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import jax
 import numpy as np
 import pyarrow.dataset as ds
 import pytest
@@ -102,7 +103,8 @@ def rows(folder: Path) -> list[tuple[str, ...]]:
 
 
 def modules(tmp: Path) -> dict[str, int]:
-    return {m.name: m.stat().st_mtime_ns for m in (tmp / "cache" / traced.FOLDER).glob(f"*{traced.SUFFIX}")}
+    """The stored modules' inode numbers: a rewrite renames a new file onto the name."""
+    return {m.name: m.stat().st_ino for m in (tmp / "cache" / traced.FOLDER).glob(f"*{traced.SUFFIX}")}
 
 
 @pytest.mark.parametrize("devices", [1, 2])
@@ -156,7 +158,8 @@ def test_the_key_follows_what_the_trace_reads():
     assert len({base, *others}) == 1 + len(others)
 
 
-def test_a_damaged_module_is_traced_again_and_replaced(tmp_path, monkeypatch):
+def points_case(tmp_path, monkeypatch):
+    """A small job's per-point kernel, kept in ``tmp_path``: (call, builds, path, args, want)."""
     monkeypatch.setattr(traced, "folder", lambda: tmp_path)
     job = small_job()
     static = ("points", engine.POINT_ROWS, "float32")
@@ -164,25 +167,44 @@ def test_a_damaged_module_is_traced_again_and_replaced(tmp_path, monkeypatch):
     inputs = engine._point_inputs(job, np.float32)
     digits = np.zeros((len(job.axes), engine.POINT_ROWS), np.int32)
     digits[:, :6] = [[0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]]
-    want = engine.build_points_fn(job, np.float32)(*inputs, digits)
-    path = tmp_path / f"{traced.key(job, static, devices)}{traced.SUFFIX}"
-    path.write_bytes(b"not a module")
+    args = (*inputs, digits)
     builds = []
 
     def build():
         builds.append(1)
         return engine.build_points_fn(job, np.float32)
 
-    for _ in range(2):  # the damaged file is traced again; the second call reads its replacement
-        fn = traced.compile_kept(job, static, devices, build, (*inputs, digits))
-        for got, w in zip(fn(*inputs, digits), want, strict=True):
+    def call():
+        fn = traced.compile_kept(job, static, devices, build, args)
+        for got, w in zip(fn(*args), want, strict=True):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
+
+    want = engine.build_points_fn(job, np.float32)(*args)
+    return call, builds, tmp_path / f"{traced.key(job, static, devices)}{traced.SUFFIX}"
+
+
+def test_a_damaged_module_is_traced_again_and_replaced(tmp_path, monkeypatch):
+    call, builds, path = points_case(tmp_path, monkeypatch)
+    path.write_bytes(b"not a module")
+    for _ in range(2):  # the damaged file is traced again; the second call reads its replacement
+        call()
         os.utime(path, ns=(0, 0))
     assert builds == [1]
-    fn = traced.compile_kept(job, static, devices, build, (*inputs, digits))
+    call()
     assert path.stat().st_mtime_ns > 0  # a module read is marked used (pruning goes by it)
     assert path.stat().st_size > 1000
-    assert not list(tmp_path.glob(".tmp-*"))
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_module_that_does_not_fit_is_not_used(tmp_path, monkeypatch):
+    """A readable module of another program under the key (it cannot take these arguments):
+    each call traces the kernel itself, and the answers are right."""
+    call, builds, path = points_case(tmp_path, monkeypatch)
+    other = jax.export.export(jax.jit(lambda x: (x + 1,)))(np.zeros(3, np.float32))
+    traced._write(path, {"module": bytes(other.serialize()), "out_tree": jax.tree_util.tree_structure((0,))})
+    call()
+    call()
+    assert builds == [1, 1]
 
 
 def test_an_unwritable_cache_folder_costs_only_the_trace(tmp_path, monkeypatch):
