@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import jaxlib
 import numpy as np
 
@@ -44,7 +45,7 @@ from sweep import store
 from sweep.grid import Job
 
 #: Bump when what is stored, or how it is keyed, changes.
-FORMAT = "paradl-traced-1"
+FORMAT = "paradl-traced-2"
 FOLDER = "paradl-traced"
 SUFFIX = ".module"
 #: Modules kept at most (30-90 kB each); beyond, the least recently used go.
@@ -101,7 +102,7 @@ def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any
         with open(path, "rb") as f:
             record = pickle.load(f)
         exported = jax.export.deserialize(bytearray(record["module"]))
-        out_tree = record["out_tree"]
+        out_tree, used = record["out_tree"], tuple(record["used"])
         with contextlib.suppress(OSError):
             os.utime(path)  # used: the last to go when the folder is pruned
     except Exception:  # missing, truncated, or from another version of anything: trace it again
@@ -116,22 +117,45 @@ def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any
             return tuple(flat_out)
 
         try:
-            exported = jax.export.export(jax.jit(flat))(*leaves)
+            exported, used = _export(flat, leaves)
             blob = exported.serialize()
         except Exception:  # something export does not support: no module to keep
             return fn.lower(*args).compile()
         out_tree = box["out_tree"]
-        _write(path, {"module": bytes(blob), "out_tree": out_tree})
+        _write(path, {"module": bytes(blob), "out_tree": out_tree, "used": used})
     try:
-        compiled = jax.jit(exported.call).lower(*leaves).compile()
+        compiled = jax.jit(exported.call).lower(*(leaves[i] for i in used)).compile()
     except Exception:  # a module this platform cannot take back: the traced kernel, as without a cache
         return build().lower(*args).compile()
     unflatten = functools.partial(jax.tree_util.tree_unflatten, out_tree)
 
     def call(*args):
-        return unflatten(compiled(*jax.tree_util.tree_leaves(args)))
+        leaves = jax.tree_util.tree_leaves(args)
+        return unflatten(compiled(*(leaves[i] for i in used)))
 
     return call
+
+
+def _export(flat: Callable, leaves: list) -> tuple[jax.export.Exported, tuple[int, ...]]:
+    """``flat`` exported as a function of only the inputs it reads, and their positions.
+
+    A jitted program drops the inputs it does not read, so two jobs whose
+    strategies read different inputs can still compile to one program (filter
+    and channel on the co-design grid), which XLA's cache then holds once.
+    An exported module drops them inside, behind a call that takes every
+    input; exported again over the inputs it reads, its program is the same
+    for such jobs again (the co-design grid compiles 12 programs, not 14).
+    """
+    whole = jax.export.export(jax.jit(flat))(*leaves)
+    used = tuple(int(i) for i in whole.module_kept_var_idx)
+
+    def reads(*kept):
+        every = [jnp.zeros(a.shape, a.dtype) for a in whole.in_avals]  # never read
+        for i, x in zip(used, kept, strict=True):
+            every[i] = x
+        return whole.call(*every)
+
+    return jax.export.export(jax.jit(reads))(*(leaves[i] for i in used)), used
 
 
 def _write(path: Path, record: dict) -> None:

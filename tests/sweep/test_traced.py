@@ -201,7 +201,12 @@ def test_a_module_that_does_not_fit_is_not_used(tmp_path, monkeypatch):
     each call traces the kernel itself, and the answers are right."""
     call, builds, path = points_case(tmp_path, monkeypatch)
     other = jax.export.export(jax.jit(lambda x: (x + 1,)))(np.zeros(3, np.float32))
-    traced._write(path, {"module": bytes(other.serialize()), "out_tree": jax.tree_util.tree_structure((0,))})
+    record = {
+        "module": bytes(other.serialize()),
+        "out_tree": jax.tree_util.tree_structure((0,)),
+        "used": (0,),
+    }
+    traced._write(path, record)
     call()
     call()
     assert builds == [1, 1]
@@ -234,3 +239,27 @@ def test_the_least_recently_used_modules_go_beyond_the_limit(tmp_path, monkeypat
     os.utime(paths[0])  # m0 used just now: m1 is the least recently used
     traced._write(paths[2], {"module": b"", "out_tree": None})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m0.module", "m2.module"]
+
+
+def test_jobs_whose_programs_were_one_still_compile_to_one():
+    """Filter and channel read different inputs but compute alike: jit's programs are the same
+    (XLA's cache holds one), and so are those of their kept modules' calls."""
+    text = 'name = "two"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["filter", "channel"]\n'
+    text += "[axes]\np = [4, 8]\nb = [32]\ninter_bandwidth_Bps = [10e9, 20e9]\n"
+    programs, kept, plain = [], [], []
+    for job in plan(parse_spec(tomllib.loads(text), "two.toml", ROOT, text)).jobs:
+        inputs = engine.device_inputs(job, np.float32)
+        args = (*inputs, engine.decode_info(job, 0, 64), np.int32(0))
+        fn, _ = engine.build_chunk_fn(job, 64, engine.Keep("all"), np.float32)
+        leaves, in_tree = jax.tree_util.tree_flatten(args)
+        plain.append(fn.lower(*args).as_text(debug_info=False))
+
+        def flat(*leaves, fn=fn, in_tree=in_tree):
+            return tuple(jax.tree_util.tree_leaves(fn(*jax.tree_util.tree_unflatten(in_tree, leaves))))
+
+        exported, used = traced._export(flat, leaves)
+        kept.append(used)
+        programs.append(jax.jit(exported.call).lower(*(leaves[i] for i in used)).as_text(debug_info=False))
+    assert plain[0] == plain[1]
+    assert kept[0] != kept[1]  # the two read different inputs
+    assert programs[0] == programs[1]
