@@ -24,6 +24,9 @@ So ``u = 3 * 4 * w / 1e9`` per iteration; all weights: ``u = 3528 / 1e9 = 3.528e
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +130,25 @@ def paradl_dir() -> Path | None:
         if (candidate / "RESNET50_ImageNet_profall.net_sc").is_file():
             return candidate
     return None
+
+
+def python_on_cpu_devices(script: str, *args, devices: int = 1, **env: str) -> str:
+    """Stdout of ``python -c SCRIPT ARGS`` in the repository root, on ``devices`` forced host
+    CPU devices (and ``env`` set); the script must succeed."""
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        **env,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

@@ -37,6 +37,7 @@ from sweep.errors import InputError
 from sweep.grid import load_spec, parse_spec, plan
 from sweep.pareto import pareto_mask
 from sweep.run import Interrupted, RunOptions, Shard, _Done, parse_keep, parse_shard, run_sweep
+from tests.helpers import python_on_cpu_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 16
@@ -198,24 +199,9 @@ print("traces", sorted(set(engine.TRACES.values())))
 
 
 def test_forced_cpu_devices_give_the_same_rows(spec, reference, tmp_path):
-    env = {
-        **os.environ,
-        "SWEEP_JAX_CACHE": "",
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-        "JAX_PLATFORMS": "cpu",
-    }
     script = MULTI_DEVICE.format(pareto=PARETO, top=TOP)
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(spec), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "traces [1]" in proc.stdout, "one compilation per job, sharded or not"
+    out = python_on_cpu_devices(script, spec, tmp_path, devices=2, SWEEP_JAX_CACHE="")
+    assert "traces [1]" in out, "one compilation per job, sharded or not"
     assert as_set(rows_of(tmp_path / "all")) == as_set(reference)
     assert keep_rows(tmp_path / "pareto") == expected_pareto(reference)
     assert keep_rows(tmp_path / "top") == expected_top(reference)

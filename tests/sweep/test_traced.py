@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 
 from sweep import engine, traced
 from sweep.grid import parse_spec, plan
+from tests.helpers import python_on_cpu_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,23 +75,10 @@ print(json.dumps(traces))
 
 
 def run_script(tmp: Path, devices: int, *labels: str) -> dict:
-    env = {
-        **os.environ,
-        "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-    }
-    args = [str(tmp / "kept.toml"), str(tmp / "out"), str(tmp / "cache"), *labels]
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
+    out = python_on_cpu_devices(
+        SCRIPT, tmp / "kept.toml", tmp / "out", tmp / "cache", *labels, devices=devices
     )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def rows(folder: Path) -> list[tuple[str, ...]]:
