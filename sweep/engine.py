@@ -659,7 +659,7 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         ok = mask & (limit == 0)
         objective = [flat[c].astype(dtype) for c in keep.columns]
         if keep.kind == "pareto":
-            # two objectives reduce on the device; more are reduced exactly on the host
+            # candidates on the device, a superset of the front; the host's reduction is exact
             if len(objective) == 2:
                 mask = _pareto_2d_jit(objective[0], objective[1], ok)
             else:
@@ -814,9 +814,9 @@ class Again:
     of the reducing program again (19 ms each).
     """
 
-    def __init__(self, job: Job, dtype, points: Callable[[], Callable] | None = None) -> None:
-        """``points``, if given, returns the compiled points function (:func:`prepare_points`,
-        e.g. ``future.result``); else it is built and compiled on first use."""
+    def __init__(self, job: Job, dtype, points: Callable[[], tuple[Callable, tuple]] | None = None) -> None:
+        """``points``, if given, returns the compiled points function and its inputs
+        (:func:`prepare_points`, e.g. ``future.result``); else they are made on first use."""
         self.job, self.dtype = job, dtype
         # shared by copies: the compiled function and its inputs, once there are
         self.compiled: dict[str, Any] = {}
@@ -838,10 +838,10 @@ class Again:
     def rows(self, local: np.ndarray) -> Survivors:
         """Every column of the points at chunk offsets ``local``."""
         if "fn" not in self.compiled:
-            self.compiled["inputs"] = _point_inputs(self.job, self.dtype)
-            self.compiled["fn"] = (
-                self.supplier() if self.supplier is not None else prepare_points(self.job, self.dtype)
-            )
+            if self.supplier is not None:
+                self.compiled["fn"], self.compiled["inputs"] = self.supplier()
+            else:
+                self.compiled["fn"], self.compiled["inputs"] = prepare_points(self.job, self.dtype)
         fn, inputs = self.compiled["fn"], self.compiled["inputs"]
         digits = digits_at(self.job, self.start + local)
         parts = []
@@ -888,22 +888,21 @@ def compile_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, inputs: tuple, dev
     )
 
 
-def prepare_points(job: Job, dtype) -> Callable:
-    """:func:`build_points_fn`'s function, compiled for one device: what :meth:`Again.rows`
-    calls, prepared ahead by a run once one of its jobs needed it."""
+def prepare_points(job: Job, dtype) -> tuple[Callable, tuple]:
+    """:func:`build_points_fn`'s function, compiled for one device, and its inputs on that
+    device: what :meth:`Again.rows` calls, prepared ahead by a run once one of its jobs
+    needed it (the inputs too, so the main thread does not make them again)."""
+    devices = local_devices()[:1]
+    inputs = device_inputs(job, dtype, devices)
     digits = np.zeros((len(job.axes), POINT_ROWS), np.int32)
-    return traced.compile_kept(
+    fn = traced.compile_kept(
         job,
         ("points", POINT_ROWS, np.dtype(dtype).name),
-        local_devices()[:1],
+        devices,
         lambda: build_points_fn(job, dtype),
-        (*_point_inputs(job, dtype), digits),
+        (*inputs, digits),
     )
-
-
-def _point_inputs(job: Job, dtype):
-    """:func:`device_inputs` for the points function: on the default device alone."""
-    return device_inputs(job, dtype, local_devices()[:1])
+    return fn, inputs
 
 
 def host_candidates(out: ChunkOut, keep: Keep) -> Survivors:

@@ -150,7 +150,7 @@ def points_case(tmp_path, monkeypatch):
     job = small_job()
     static = ("points", engine.POINT_ROWS, "float32")
     devices = engine.local_devices()[:1]
-    inputs = engine._point_inputs(job, np.float32)
+    inputs = engine.device_inputs(job, np.float32, engine.local_devices()[:1])
     digits = np.zeros((len(job.axes), engine.POINT_ROWS), np.int32)
     digits[:, :6] = [[0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]]
     args = (*inputs, digits)
@@ -203,7 +203,7 @@ def test_an_unwritable_cache_folder_costs_only_the_trace(tmp_path, monkeypatch):
     blocker.write_text("a file where the folder should be")
     monkeypatch.setattr(traced, "folder", lambda: blocker / traced.FOLDER)
     job = small_job()
-    inputs = engine._point_inputs(job, np.float32)
+    inputs = engine.device_inputs(job, np.float32, engine.local_devices()[:1])
     digits = np.zeros((len(job.axes), engine.POINT_ROWS), np.int32)
     fn = traced.compile_kept(
         job,
