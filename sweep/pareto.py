@@ -250,7 +250,7 @@ def pareto_mask_blocked(objectives: np.ndarray, block: int = 512) -> np.ndarray:
     n, k = objs.shape
     if k <= 2 or n == 0:  # pareto_mask's own cases (it sends three or more here)
         return pareto_mask(objs)
-    finite: np.ndarray = ~np.any(np.isnan(objs), axis=1)
+    finite = numbers(objs)
     order = np.lexsort(objs[:, ::-1].T)
     order = order[finite[order]]
     s = objs[order]

@@ -556,7 +556,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     submitted = 0
     # A reducing chunk with more candidates than it compacts (ties: below 8 GPUs every network
     # setting ties) has them evaluated again (engine.Again), by a second kernel compiled on
-    # first use on the main thread (0.4-0.9 s, or 0.08 s from the cache). Once one job of a run needed
+    # first use on the main thread (0.4-0.9 s, or 0.04-0.13 s from the caches). Once one job of a run needed
     # it, the jobs after it likely will: their fallbacks are prepared ahead with their kernels.
     fallbacks: dict[int, Future] = {}
 
