@@ -1,26 +1,44 @@
-"""Traced kernels kept between runs, beside the persistent XLA cache.
+"""Compiled kernels kept between runs, beside the persistent XLA cache.
 
 XLA's persistent cache spares a second run the compilation, not the Python
 before it: tracing and lowering a job's chunk kernel takes 0.15-0.35 s, and
-its per-point kernel 0.06 s more, holding the GIL. On 2 cores that set the
-pace of a warm ``--keep pareto`` run of the seven-job co-design grid (3.5 s
-of preparing against about 1.5 s of computing). A stored module
-(:mod:`jax.export`, StableHLO) lowers again in about 0.03 s and then
-compiles from XLA's cache as before.
+its per-point kernel 0.06 s more, holding the GIL; the look-up then
+serialises and hashes the lowered module, and loads the program (0.08-0.15
+s more). On 2 cores that set the pace of warm ``--keep pareto`` runs of a
+few jobs. So each kernel is kept, in two files:
 
-A module is stored under a key that hashes everything its trace can read:
-this package's and :mod:`kernels`' source, the versions of Python, NumPy, JAX and jaxlib,
-JAX's configuration, the devices, the job itself (model, machine profile,
+* a **module** per job (``<key>.module``): its StableHLO (:mod:`jax.export`),
+  the tree of its outputs, the inputs it reads, and the name of its program.
+  The module lowers again in about 0.03 s when the program must be compiled.
+* a **program** per distinct compiled program (``<name>.program``): the
+  executable (:mod:`jax.experimental.serialize_executable`), which loads in
+  0.07-0.11 s on a CPU with no lowering. Jobs whose kernels lower to the
+  same text share it (filter and channel; one grid's job and another's
+  with other axis values). A program is kept only when it was compiled
+  here, not served by XLA's cache (:data:`FRESH`), and when, loaded back,
+  it gives the same outputs bit for bit as the compiled one.
+
+A module is stored under a key that hashes everything its trace or its
+compilation can read: this package's and :mod:`kernels`' source, the
+versions of Python, NumPy, JAX and jaxlib, JAX's configuration and
+``XLA_FLAGS``, the devices and their platform version, the host CPU's
+features (XLA compiles for them), the job itself (model, machine profile,
 strategy, axes; every field but its index) and the caller's static
-arguments (chunk size, reduction, dtype). Anything else changed means
-another key, so a stored module is never stale; it may only be unused. A
-file that cannot be read back is traced again and replaced.
+arguments (chunk size, reduction, dtype). A program's name hashes the same
+environment and its lowered text. Anything else changed means another
+name, so nothing stored is ever stale; it may only be unused. A file that
+cannot be read back is made again and replaced.
 
-The modules live in ``paradl-traced/`` under JAX's cache folder
+The files live in ``paradl-traced/`` under JAX's cache folder
 (``jax_compilation_cache_dir``, which ``sweep run`` sets from
 ``SWEEP_JAX_CACHE``); with no cache folder nothing is stored. At most
-:data:`MAX_MODULES` are kept, the least recently used deleted first; the
-folder may be deleted at any time.
+:data:`MAX_MODULES` modules and :data:`MAX_PROGRAMS` programs are kept,
+the least recently used deleted first. The folder may be deleted at any
+time; deleted alone, without the rest of JAX's cache folder, its programs
+are not kept again (XLA's cache serves them, see :data:`FRESH`) and their
+jobs start as before, 0.1-0.2 s slower each. Like XLA's own cache, the
+programs are machine code run when loaded: the folder is only as
+trustworthy as whoever can write to it.
 """
 
 from __future__ import annotations
@@ -31,6 +49,8 @@ import functools
 import hashlib
 import os
 import pickle
+import platform
+import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,16 +60,20 @@ import jax
 import jax.numpy as jnp
 import jaxlib
 import numpy as np
+from jax.experimental import serialize_executable
 
 from sweep import store
 from sweep.grid import Job
 
 #: Bump when what is stored, or how it is keyed, changes.
-FORMAT = "paradl-traced-2"
+FORMAT = "paradl-traced-3"
 FOLDER = "paradl-traced"
 SUFFIX = ".module"
-#: Modules kept at most (30-90 kB each); beyond, the least recently used go.
+PROGRAM = ".program"
+#: Modules (30-90 kB each) and programs (0.2-1.1 MB on a CPU) kept at most; beyond, the
+#: least recently used go.
 MAX_MODULES = 4096
+MAX_PROGRAMS = 512
 
 
 @functools.cache
@@ -70,44 +94,73 @@ def folder() -> Path | None:
     return Path(cache) / FOLDER if cache else None
 
 
-def key(job: Job, static: tuple, devices: list) -> str:
-    """The name a job's module is stored under (see the module docstring)."""
-    digest = hashlib.sha256()
+@functools.cache
+def host_cpu() -> str:
+    """The host CPU's architecture, model and features (XLA compiles CPU code for them)."""
+    fields: dict[str, str] = {}
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:  # Linux; elsewhere the architecture
+        for line in f:
+            name, _, value = line.partition(":")
+            if name.strip() in ("vendor_id", "model name", "flags", "CPU implementer", "Features"):
+                fields.setdefault(name.strip(), value.strip())
+    return repr((platform.machine(), platform.processor(), sorted(fields.items())))
+
+
+def _environment(devices: list) -> list[str]:
+    """What a compiled program depends on besides its own text."""
     settings = sorted((k, repr(v)) for k, v in jax.config.values.items())
-    for part in (
+    return [
         FORMAT,
-        code_digest(),
         sys.version,
         np.__version__,
         jax.__version__,
         jaxlib.__version__,
-        repr([(d.platform, d.device_kind) for d in devices]),
+        repr([(d.platform, d.device_kind, d.client.platform_version) for d in devices]),
+        host_cpu(),
+        os.environ.get("XLA_FLAGS", ""),
         repr(settings),
-        repr(static),
-    ):
+    ]
+
+
+def key(job: Job, static: tuple, devices: list) -> str:
+    """The name a job's kernel is stored under (see the module docstring)."""
+    digest = hashlib.sha256()
+    for part in (*_environment(devices), code_digest(), repr(static)):
         digest.update(part.encode() + b"\0")
     digest.update(pickle.dumps(dataclasses.replace(job, index=0), protocol=5))
     return digest.hexdigest()
 
 
+def program_name(lowered: Any, devices: list) -> str:
+    """The name a compiled program is stored under: its text (no debug information), and
+    the environment it compiles in. Jobs whose kernels lower alike share it."""
+    digest = hashlib.sha256()
+    for part in (*_environment(devices), lowered.as_text(debug_info=False)):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
 def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any], args: tuple) -> Callable:
-    """``build()(*args)`` compiled: from the stored module when there is one, else traced
-    (and stored, when there is a cache folder). The result is called like ``build()``."""
+    """``build()(*args)`` compiled: loaded when an earlier run kept it, else traced (and
+    kept, when there is a cache folder). The result is called like ``build()``."""
     where = folder()
     if where is None:
         return build().lower(*args).compile()
     leaves, in_tree = jax.tree_util.tree_flatten(args)
     path = where / f"{key(job, static, devices)}{SUFFIX}"
-    try:
-        with open(path, "rb") as f:
-            record = pickle.load(f)
-        exported = jax.export.deserialize(bytearray(record["module"]))
-        out_tree, used = record["out_tree"], tuple(record["used"])
-        with contextlib.suppress(OSError):
-            os.utime(path)  # used: the last to go when the folder is pruned
-    except Exception:  # missing, truncated, or from another version of anything: trace it again
-        exported = None
-    if exported is None:
+    record = _read(path)
+    if record is not None and not {"module", "out_tree", "used"} <= record.keys():
+        record = None  # not one of ours
+    exported = None
+    if record is not None:
+        compiled = _load_program(where, record.get("program"), devices)
+        if compiled is not None:
+            return _caller(compiled, record["out_tree"], record["used"])
+        try:
+            exported = jax.export.deserialize(bytearray(record["module"]))
+        except Exception:  # truncated, or from another version of anything: trace it again
+            record = None
+    if record is None:
         fn = build()
         box: dict[str, Any] = {}
 
@@ -118,15 +171,27 @@ def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any
 
         try:
             exported, used = _export(flat, leaves)
-            blob = exported.serialize()
-        except Exception:  # something export does not support: no module to keep
+            record = {"module": bytes(exported.serialize()), "out_tree": box["out_tree"], "used": used}
+        except Exception:  # something export does not support: nothing to keep
             return fn.lower(*args).compile()
-        out_tree = box["out_tree"]
-        _write(path, {"module": bytes(blob), "out_tree": out_tree, "used": used})
+    assert exported is not None
+    inputs = [leaves[i] for i in record["used"]]
     try:
-        compiled = jax.jit(exported.call).lower(*(leaves[i] for i in used)).compile()
+        lowered = jax.jit(exported.call).lower(*inputs)
+        program = program_name(lowered, devices)
+        compiled = _load_program(where, program, devices)  # another job's may be the same program
+        if compiled is None:
+            compiled = _compile_program(where, program, lowered, inputs, devices)
     except Exception:  # a module this platform cannot take back: the traced kernel, as without a cache
         return build().lower(*args).compile()
+    if record.get("program") != program:
+        record["program"] = program
+        _write(path, record)
+    return _caller(compiled, record["out_tree"], record["used"])
+
+
+def _caller(compiled: Callable, out_tree: Any, used: tuple[int, ...]) -> Callable:
+    """``compiled``, which takes the leaves at ``used``, called like the kernel it came from."""
     unflatten = functools.partial(jax.tree_util.tree_unflatten, out_tree)
 
     def call(*args):
@@ -134,6 +199,76 @@ def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any
         return unflatten(compiled(*(leaves[i] for i in used)))
 
     return call
+
+
+def _read(path: Path) -> dict | None:
+    """The record stored at ``path``, marked used; None if there is none that can be read."""
+    try:
+        with open(path, "rb") as f:
+            record = pickle.load(f)
+        if not isinstance(record, dict):
+            return None
+    except Exception:  # missing, truncated, or from another version of anything
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used: the last to go when the folder is pruned
+    return record
+
+
+#: Compiled with this, a program is compiled, not served by XLA's persistent cache: JAX
+#: 0.10's executable loaded from that cache serialises into one that fails when run
+#: ("Function wrapped_iota not found"). It changes the cache key, nothing else: the
+#: option only bounds a debugging printout.
+FRESH = {"xla_debug_buffer_assignment_show_max": 15}
+
+
+def _compile_program(where: Path, program: str, lowered: Any, inputs: list, devices: list) -> Any:
+    """``lowered`` compiled, and kept as ``program`` when its serialised form loads and
+    gives the same outputs, bit for bit, on ``inputs``.
+
+    XLA's cache holds a program compiled with :data:`FRESH` when this folder
+    kept it once and lost it (pruned, deleted) but XLA's cache did not, or
+    when JAX's cache is another folder (it takes the first folder a process
+    sets). Such a program fails the check; it is compiled once more under a
+    key of its own (a random bound on the printout), which XLA's cache
+    cannot hold, and kept.
+    """
+    for options in (FRESH, {"xla_debug_buffer_assignment_show_max": random.randrange(1 << 20, 1 << 30)}):
+        compiled = lowered.compile(compiler_options=options)
+        try:
+            blob = pickle.dumps(serialize_executable.serialize(compiled), protocol=5)
+            want = jax.tree_util.tree_leaves(compiled(*inputs))
+            got = jax.tree_util.tree_leaves(_load(blob, devices)(*inputs))
+        except Exception:  # a platform that cannot serialise it: compiled each run, from XLA's cache
+            return compiled
+        if len(want) == len(got) and all(map(_same_bits, want, got)):
+            _write(where / f"{program}{PROGRAM}", {"executable": blob})
+            return compiled
+    return compiled
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _load_program(where: Path, program: str | None, devices: list) -> Any:
+    """The program kept as ``program``, loaded onto ``devices``; None when there is none."""
+    if program is None:
+        return None
+    record = _read(where / f"{program}{PROGRAM}")
+    try:
+        return _load(record["executable"], devices) if record is not None else None
+    except Exception:  # damaged, or not loadable here after all: compiled again, and replaced
+        return None
+
+
+def _load(blob: bytes, devices: list) -> Any:
+    """A serialised program (:func:`_compile_program`) loaded onto ``devices``."""
+    executable, in_tree, out_tree = pickle.loads(blob)
+    return serialize_executable.deserialize_and_load(
+        executable, in_tree, out_tree, backend=devices[0].client, execution_devices=devices
+    )
 
 
 def _export(flat: Callable, leaves: list) -> tuple[jax.export.Exported, tuple[int, ...]]:
@@ -163,17 +298,19 @@ def _write(path: Path, record: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         store.atomic_write_bytes(path, pickle.dumps(record, protocol=5))
-        _prune(path.parent)
+        _prune(path.parent, path.suffix)
     except OSError:  # a read-only or full cache folder costs the next run a trace, nothing more
         pass
 
 
-def _prune(where: Path) -> None:
-    """Delete the least recently used modules beyond :data:`MAX_MODULES`."""
+def _prune(where: Path, suffix: str) -> None:
+    """Delete the least recently used modules beyond :data:`MAX_MODULES`, or programs
+    beyond :data:`MAX_PROGRAMS`."""
+    limit = MAX_PROGRAMS if suffix == PROGRAM else MAX_MODULES
     stamps = []
-    for f in where.glob(f"*{SUFFIX}"):
+    for f in where.glob(f"*{suffix}"):
         with contextlib.suppress(OSError):  # another process may prune at the same time
             stamps.append((f.stat().st_mtime_ns, f))
     stamps.sort()
-    for _stamp, f in stamps[: max(len(stamps) - MAX_MODULES, 0)]:
+    for _stamp, f in stamps[: max(len(stamps) - limit, 0)]:
         f.unlink(missing_ok=True)

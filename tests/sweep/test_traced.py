@@ -182,6 +182,82 @@ def test_a_damaged_module_is_traced_again_and_replaced(tmp_path, monkeypatch):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_a_damaged_program_is_compiled_again_and_replaced(tmp_path, monkeypatch):
+    call, builds, _path = points_case(tmp_path, monkeypatch)
+    call()
+    (program,) = tmp_path.glob(f"*{traced.PROGRAM}")
+    program.write_bytes(b"not a program")
+    call()  # the module is read (no trace), its program compiled again and kept
+    assert builds == [1]
+    assert program.stat().st_size > 10_000
+    call()
+
+
+def test_a_program_that_loads_with_other_answers_is_not_kept(tmp_path, monkeypatch):
+    """A program is kept only when, loaded back, it gives the compiled one's outputs bit
+    for bit; the kernel is right either way."""
+    call, builds, path = points_case(tmp_path, monkeypatch)
+    real = traced._load
+
+    def off_by_one(blob, devices):
+        fn = real(blob, devices)
+        return lambda *a: jax.tree_util.tree_map(lambda x: x + 1, fn(*a))
+
+    monkeypatch.setattr(traced, "_load", off_by_one)
+    call()
+    assert path.exists()
+    assert not list(tmp_path.glob(f"*{traced.PROGRAM}"))
+    monkeypatch.setattr(traced, "_load", real)
+    call()
+    assert builds == [1]
+    assert len(list(tmp_path.glob(f"*{traced.PROGRAM}"))) == 1
+
+
+# Compiles a small job's Pareto chunk kernel through compile_kept with JAX's cache folder
+# CACHE, and prints whether it answers as the traced kernel does, and the programs kept.
+# "plain" compiles it as a jit call does (without traced.FRESH), so XLA's cache may serve it.
+FRESH_SCRIPT = """
+import json, sys
+from pathlib import Path
+import jax, numpy as np
+from sweep import engine, traced
+from tests.sweep.test_traced import small_job
+
+cache, mode = sys.argv[1], sys.argv[2]
+jax.config.update("jax_compilation_cache_dir", cache)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+if mode == "plain":
+    traced.FRESH = None
+job, keep = small_job(), engine.Keep("pareto", ("t_epoch_s", "p"))
+args = (*engine.device_inputs(job, np.float32), engine.decode_info(job, 0, 64), np.int32(job.size))
+fn = traced.compile_kept(
+    job, ("chunk", 64), engine.local_devices(), lambda: engine.build_chunk_fn(job, 64, keep, np.float32)[0], args
+)
+want = jax.tree_util.tree_leaves(engine.build_chunk_fn(job, 64, keep, np.float32)[0](*args))
+same = all(map(traced._same_bits, jax.tree_util.tree_leaves(fn(*args)), want))
+print(json.dumps({"same": same, "programs": len(list((Path(cache) / traced.FOLDER).glob("*.program")))}))
+"""
+
+
+def test_a_program_served_by_xla_cache_is_compiled_before_it_is_kept(tmp_path):
+    """JAX 0.10's executable loaded from XLA's persistent cache serialises into one that fails
+    when run ("Function wrapped_iota not found"): kept, it broke every later run."""
+    cache = tmp_path / "cache"
+
+    def run(mode: str) -> dict:
+        return json.loads(python_on_cpu_devices(FRESH_SCRIPT, cache, mode).strip().splitlines()[-1])
+
+    assert run("plain") == {"same": True, "programs": 1}  # compiled here, and kept
+    for program in (cache / traced.FOLDER).glob(f"*{traced.PROGRAM}"):
+        program.unlink()
+    # XLA's cache serves the program now: right answers, and no broken program kept
+    # (with JAX 0.10 none at all: the one serialised from it fails its check)
+    assert run("plain")["same"]
+    # compiled with traced.FRESH, not served: kept; the last run loads it
+    assert run("fresh") == {"same": True, "programs": 1}
+    assert run("fresh") == {"same": True, "programs": 1}
+
+
 def test_a_module_that_does_not_fit_is_not_used(tmp_path, monkeypatch):
     """A readable module of another program under the key (it cannot take these arguments):
     each call traces the kernel itself, and the answers are right."""
@@ -249,3 +325,16 @@ def test_jobs_whose_programs_were_one_still_compile_to_one():
     assert plain[0] == plain[1]
     assert kept[0] != kept[1]  # the two read different inputs
     assert programs[0] == programs[1]
+
+
+def test_jobs_whose_kernels_lower_alike_share_one_kept_program(tmp_path, monkeypatch):
+    monkeypatch.setattr(traced, "folder", lambda: tmp_path)
+    text = 'name = "two"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["filter", "channel"]\n'
+    text += "[axes]\np = [4, 8]\nb = [32]\ninter_bandwidth_Bps = [10e9, 20e9]\n"
+    for job in plan(parse_spec(tomllib.loads(text), "two.toml", ROOT, text)).jobs:
+        inputs = engine.device_inputs(job, np.float32)
+        fn = engine.compile_chunk_fn(job, 64, engine.Keep("all"), np.float32, inputs)
+        out = fn(*inputs, engine.decode_info(job, 0, 64), np.int32(job.size))
+        assert np.isfinite(np.asarray(out.floats)[0][np.asarray(out.mask)]).all()
+    assert len(list(tmp_path.glob(f"*{traced.SUFFIX}"))) == 2
+    assert len(list(tmp_path.glob(f"*{traced.PROGRAM}"))) == 1
