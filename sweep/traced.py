@@ -243,7 +243,9 @@ def _compile_program(where: Path, program: str, lowered: Any, inputs: list, devi
         except Exception:  # a platform that cannot serialise it: compiled each run, from XLA's cache
             return compiled
         if want == got:
-            _write(where / f"{program}{PROGRAM}", {"executable": blob})
+            _write(
+                where / f"{program}{PROGRAM}", {"executable": blob, "sha256": hashlib.sha256(blob).digest()}
+            )
             return compiled
     return compiled
 
@@ -264,7 +266,10 @@ def _load_program(where: Path, program: str | None, devices: list) -> Any:
         return None
     record = _read(where / f"{program}{PROGRAM}")
     try:
-        return _load(record["executable"], devices) if record is not None else None
+        # machine code: checked whole before it is loaded (1-2 ms), not just unpickled
+        if record is None or hashlib.sha256(record["executable"]).digest() != record["sha256"]:
+            return None
+        return _load(record["executable"], devices)
     except Exception:  # damaged, or not loadable here after all: compiled again, and replaced
         return None
 

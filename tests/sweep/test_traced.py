@@ -186,10 +186,18 @@ def test_a_damaged_program_is_compiled_again_and_replaced(tmp_path, monkeypatch)
     call, builds, _path = points_case(tmp_path, monkeypatch)
     call()
     (program,) = tmp_path.glob(f"*{traced.PROGRAM}")
-    program.write_bytes(b"not a program")
-    call()  # the module is read (no trace), its program compiled again and kept
-    assert builds == [1]
-    assert program.stat().st_size > 10_000
+    good = program.read_bytes()
+    real, loads = traced._load, []
+    monkeypatch.setattr(traced, "_load", lambda *a: loads.append(1) or real(*a))
+    # a flipped bit that still unpickles (caught by the checksum), then a file that does not
+    for damaged in (good[:-300] + bytes([good[-300] ^ 1]) + good[-299:], b"not a program"):
+        program.write_bytes(damaged)
+        loads.clear()
+        call()  # the module is read (no trace), its program compiled again and kept
+        assert builds == [1]
+        assert loads == [1]  # only the program compiled again, for its check: never the damaged one
+        assert program.read_bytes() != damaged
+        assert program.stat().st_size > 10_000
     call()
 
 
