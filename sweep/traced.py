@@ -237,11 +237,14 @@ def _compile_program(where: Path, program: str, lowered: Any, inputs: list, devi
         compiled = lowered.compile(compiler_options=options)
         try:
             blob = pickle.dumps(serialize_executable.serialize(compiled), protocol=5)
-            # one run's outputs held at a time: a whole-job kernel's are 100 MB or more
-            want = digest(compiled(*inputs))
-            got = digest(_load(blob, devices)(*inputs))
         except Exception:  # a platform that cannot serialise it: compiled each run, from XLA's cache
             return compiled
+        # one run's outputs held at a time: a whole-job kernel's are 100 MB or more
+        want = digest(compiled(*inputs))
+        try:
+            got = digest(_load(blob, devices)(*inputs))
+        except Exception:  # loaded, it fails: "Function ... not found" (see FRESH)
+            got = None
         if want == got:
             _write(
                 where / f"{program}{PROGRAM}", {"executable": blob, "sha256": hashlib.sha256(blob).digest()}

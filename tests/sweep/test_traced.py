@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 import tomllib
 from pathlib import Path
 
@@ -187,15 +188,19 @@ def test_a_damaged_program_is_compiled_again_and_replaced(tmp_path, monkeypatch)
     call()
     (program,) = tmp_path.glob(f"*{traced.PROGRAM}")
     good = program.read_bytes()
-    real, loads = traced._load, []
-    monkeypatch.setattr(traced, "_load", lambda *a: loads.append(1) or real(*a))
-    # a flipped bit that still unpickles (caught by the checksum), then a file that does not
-    for damaged in (good[:-300] + bytes([good[-300] ^ 1]) + good[-299:], b"not a program"):
+    real, loaded = traced._load, []
+    monkeypatch.setattr(traced, "_load", lambda blob, devices: loaded.append(blob) or real(blob, devices))
+    flipped = good[:-300] + bytes([good[-300] ^ 1]) + good[-299:]
+    bad = pickle.loads(flipped)["executable"]  # it still unpickles: only the checksum tells
+    assert bad != pickle.loads(good)["executable"]
+    for damaged in (flipped, b"not a program"):
         program.write_bytes(damaged)
-        loads.clear()
+        loaded.clear()
         call()  # the module is read (no trace), its program compiled again and kept
         assert builds == [1]
-        assert loads == [1]  # only the program compiled again, for its check: never the damaged one
+        # loaded: only what was compiled again, for its check; never the damaged program
+        assert loaded
+        assert bad not in loaded
         assert program.read_bytes() != damaged
         assert program.stat().st_size > 10_000
     call()
