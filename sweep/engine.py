@@ -838,10 +838,8 @@ class Again:
     def rows(self, local: np.ndarray) -> Survivors:
         """Every column of the points at chunk offsets ``local``."""
         if "fn" not in self.compiled:
-            if self.supplier is not None:
-                self.compiled["fn"], self.compiled["inputs"] = self.supplier()
-            else:
-                self.compiled["fn"], self.compiled["inputs"] = prepare_points(self.job, self.dtype)
+            make = self.supplier or (lambda: prepare_points(self.job, self.dtype))
+            self.compiled["fn"], self.compiled["inputs"] = make()
         fn, inputs = self.compiled["fn"], self.compiled["inputs"]
         digits = digits_at(self.job, self.start + local)
         parts = []

@@ -179,7 +179,8 @@ def compile_kept(job: Job, static: tuple, devices: list, build: Callable[[], Any
     try:
         lowered = jax.jit(exported.call).lower(*inputs)
         program = program_name(lowered, devices)
-        compiled = _load_program(where, program, devices)  # another job's may be the same program
+        # another job's may be the same program (this job's own, if named, failed to load above)
+        compiled = None if program == record.get("program") else _load_program(where, program, devices)
         if compiled is None:
             compiled = _compile_program(where, program, lowered, inputs, devices)
     except Exception:  # a module this platform cannot take back: the traced kernel, as without a cache
