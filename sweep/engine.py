@@ -226,27 +226,38 @@ PARETO_BLOCK = 512
 PARETO_BUCKETS = 4096
 #: Points of the references' front the Pareto pre-filter compares every row with.
 PARETO_FRONT = 16
+#: Points of a short front, compared with the rows in a cheaper branch of the pre-filter.
+PARETO_SHORT = 4
 
 
 def _front_points(r1, r2, k: int):
     """The distinct points of the front of the finite rows (r1, r2), by increasing r1:
-    ``(f1[k], f2[k], count)``, padded with infinities; only the first ``k`` when ``count > k``.
+    ``(f1[k], f2[k], count)``, padded with infinities; ``count`` is how many there are,
+    ``k + 1`` when more than ``k`` (then only the first ``k`` are given).
 
-    Sorted by (r1, r2), a row is a point of the front when it is the first of its equal
-    rows and every earlier row has a larger r2 (an earlier row with r2 no larger has an
-    r1 no larger, and differs from it, so dominates it).
+    The points are picked one at a time, each the least (r1, r2) among the rows
+    below the last one's r2 (a row with an r2 no smaller is dominated by it or
+    equal to it): ``k`` masked minimums of the rows. A sort of the rows by
+    (r1, r2) and a running minimum of r2 gave the same points, and took 20
+    times as long (1.36 ms against 0.07 ms for the 4,096 references of a 2^20
+    chunk on a CPU: a fifth of the whole pre-filter). The ``k`` steps are unrolled:
+    as a ``lax.scan`` the serial kernel ran at half the speed.
     """
     inf = jnp.asarray(jnp.inf, r1.dtype)
     finite = jnp.isfinite(r1) & jnp.isfinite(r2)
     r1, r2 = jnp.where(finite, r1, inf), jnp.where(finite, r2, inf)
-    order = jnp.lexsort((r2, r1))
-    s1, s2 = r1[order], r2[order]
-    before = jnp.concatenate([jnp.full((1,), inf, r2.dtype), jax.lax.cummin(s2)[:-1]])
-    point = finite[order] & (before > s2)  # before > s2 also makes it the first of its equals
-    (at,) = jnp.nonzero(point, size=k, fill_value=0)
-    count = jnp.sum(point)
-    real = jnp.arange(k) < count
-    return jnp.where(real, s1[at], inf), jnp.where(real, s2[at], inf), count
+
+    y, xs, ys = inf, [], []  # y: the last point's r2 (-inf once there are no more)
+    for _ in range(k):
+        below = r2 < y
+        a = jnp.min(jnp.where(below, r1, inf))
+        b = jnp.min(jnp.where(below & (r1 == a), r2, inf))
+        xs.append(a)
+        ys.append(b)
+        y = jnp.where(a < inf, b, -inf)
+    f1, f2 = jnp.stack(xs), jnp.stack(ys)
+    count = jnp.sum(f1 < inf) + jnp.any(r2 < y)
+    return f1, f2, count.astype(jnp.int32)
 
 
 def _pareto_2d(o1, o2, ok):
@@ -260,11 +271,12 @@ def _pareto_2d(o1, o2, ok):
     Every block of :data:`PARETO_BLOCK` neighbouring rows gives two
     reference rows, R1 (the least o1, ties by o2) and R2 (the least o2, ties
     by o1), and a row that a reference dominates is dropped. Domination is
-    transitive, so only the points of the references' own front matter (a
-    sort of ``2 * n / PARETO_BLOCK`` rows). In a sweep's chunk that front is
-    short (a second objective such as p takes few values in a chunk), and
-    when it has at most :data:`PARETO_FRONT` points every row is compared
-    with each of them: the rows left are exactly those no reference
+    transitive, so only the points of the references' own front matter
+    (:func:`_front_points` of the ``2 * n / PARETO_BLOCK`` references). In a
+    sweep's chunk that front is short (a second objective such as p takes few
+    values in a chunk), and when it has at most :data:`PARETO_FRONT` points
+    (:data:`PARETO_SHORT`, the usual case, takes a cheaper branch) every row
+    is compared with each of them: the rows left are exactly those no reference
     dominates. On the bench's tie-free grid this made the kernel 1.5-2.1x
     faster (54 -> 81-115 M configs/s) than the per-row bucket lookup below,
     whose gather of a 4,096-entry table costs about 20 ms per 2^20 rows.
@@ -313,11 +325,25 @@ def _pareto_2d(o1, o2, ok):
     refs2 = jnp.concatenate([b_at, b_min])
     f1, f2, n_front = _front_points(refs1, refs2, PARETO_FRONT)
 
-    def by_front(_):
-        # [rows, points]: the points are padded with infinities, which dominate nothing finite
-        x, y = a[:, None], b[:, None]
-        dominated = jnp.any((f1 <= x) & (f2 <= y) & ((f1 < x) | (f2 < y)), axis=1)
-        return ok & ~(finite & dominated)
+    def by_front(k: int):
+        """Rows no point of the front dominates, of its first ``k`` points (the rest are padding).
+
+        The points have increasing f1 and decreasing f2, so among those with f1 <= x
+        (or f1 < x) the last has the least f2: a row is dominated when that f2 is below
+        its y (or no more than y). Two selects per point, over the rows: comparing each
+        row with every point ([rows, points], then ``any``) took 2.5 ms of a 2^20 chunk
+        with 16 points, this 1.7 ms, and 0.7 ms with 4.
+        """
+
+        def keep(_):
+            below = at = jnp.full(a.shape, inf)  # least f2 of the points with f1 <= a; f1 < a
+            for j in range(k):
+                below = jnp.where(f1[j] <= a, f2[j], below)
+                at = jnp.where(f1[j] < a, f2[j], at)
+            dominated = (below < b) | (at <= b)
+            return ok & ~(finite & dominated)
+
+        return keep
 
     def by_buckets(_):
         a1, b1, a2, b2 = spread(a_min), spread(b_at), spread(a_at), spread(b_min)
@@ -338,7 +364,9 @@ def _pareto_2d(o1, o2, ok):
         before = jnp.concatenate([jnp.full((1,), inf, b.dtype), jax.lax.cummin(least)[:-1]])
         return candidate & ~(finite & (before[bucket(a)] <= b))
 
-    return jax.lax.cond(n_front <= PARETO_FRONT, by_front, by_buckets, None)
+    # a short front (the usual case) compares every row with fewer points
+    tier = jnp.where(n_front <= PARETO_SHORT, 0, jnp.where(n_front <= PARETO_FRONT, 1, 2))
+    return jax.lax.switch(tier, [by_front(PARETO_SHORT), by_front(PARETO_FRONT), by_buckets], None)
 
 
 #: Weighted sums the Pareto pre-filter of three or more objectives minimises (see :func:`_pareto_kd`).

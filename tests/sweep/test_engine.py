@@ -1066,12 +1066,13 @@ _front_points = jax.jit(engine._front_points, static_argnums=2)
 )
 def test_front_points_are_the_distinct_points_of_the_front(objs, k):
     """The pre-filter's reference front: each point of the front of the finite rows once
-    (ties collapse), by increasing first objective, padded with infinities."""
+    (ties collapse), by increasing first objective, padded with infinities; the count of
+    points, or k + 1 when there are more than k."""
     finite = np.isfinite(objs).all(axis=1)
     rows = objs[finite].astype(np.float64)
     points = sorted({tuple(r) for r in rows[pareto_brute(rows)]}) if len(rows) else []
     f1, f2, count = (np.asarray(x) for x in _front_points(objs[:, 0], objs[:, 1], k))
-    assert int(count) == len(points)
+    assert int(count) == min(len(points), k + 1)
     want = (points + [(np.inf, np.inf)] * k)[:k]
     np.testing.assert_array_equal(np.stack([f1, f2], axis=1), np.array(want, dtype=np.float32))
 
@@ -1125,7 +1126,10 @@ def assert_prefilter(got: np.ndarray, objs: np.ndarray, ok: np.ndarray) -> None:
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("steps", [1, engine.PARETO_FRONT, engine.PARETO_FRONT + 1, 40])
+@pytest.mark.parametrize(
+    "steps",
+    [1, engine.PARETO_SHORT, engine.PARETO_SHORT + 1, engine.PARETO_FRONT, engine.PARETO_FRONT + 1, 40],
+)
 def test_device_pareto_prefilter_on_a_staircase(steps):
     """A front of ``steps`` points, one per block, each block's other rows dominated by its
     own point alone, and two rows with an infinite objective on the front: the candidates
