@@ -7,7 +7,7 @@ sharded runs keep the same rows.
 A Pareto front can hold millions of rows that tie in every objective (a
 configuration inside one node takes the same time at every network
 setting). Whether a row is on the front depends only on its objective
-vector, so once :data:`SPILL_ROWS` rows are kept in memory they go to a
+vector, so once too many rows are kept in memory (:func:`spill_due`) they go to a
 file in the output folder (a *spill*, sorted by identity), and only their
 distinct objective vectors stay in memory (:attr:`Reducer.front`), where
 later rows are reduced against them. Reading the result streams the spills
@@ -18,6 +18,7 @@ objective vectors of the front, not by its rows.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,43 @@ from sweep.pareto import pareto_mask, top_k_order
 
 #: Buffered reduction candidates that trigger a reduction even when few rows are kept.
 REDUCE_ROWS = 1 << 16
-#: Rows of a Pareto front kept in memory before they spill to disk (about 100 bytes each,
-#: and about three times that while a reduction sorts them with as many new candidates).
-#: With an empty compilation cache, compiled kernels and the compiler's arenas hold about
-#: 1.5 GB by the end of the bench's 8.8e7-point run: it peaked at 2.04 GB with 2^20 rows
-#: and 1.68 GB with 2^19 (warm, 1.31 GB with 2^20 at 8.8e8 points).
+#: Rows of a Pareto front kept in memory before they spill to disk when the process is
+#: large (about 100 bytes each, and about three times that while a reduction sorts them
+#: with as many new candidates). With an empty compilation cache, compiled kernels and
+#: the compiler's arenas hold about 1.5 GB by the end of the bench's 8.8e7-point run: it
+#: peaked at 2.04 GB with 2^20 rows and 1.68 GB with 2^19 (warm, 1.31 GB with 2^20 at
+#: 8.8e8 points).
 SPILL_ROWS = 1 << 19
+#: Rows kept before they spill whatever the process's size. Below :data:`SPILL_RSS` a
+#: front this size (about 200 MB, 600 MB while reduced) still leaves the run under 2 GB,
+#: and the bench's tied front (700,010 rows, 5.5e7 points) is written in one pass: 1.7-2.4 s
+#: warm instead of 2.7-3.8 s when it spilled at 2^19 rows (five runs each, alternated).
+SPILL_ROWS_MAX = 1 << 21
+#: Resident bytes of the process above which a front spills at :data:`SPILL_ROWS` rows.
+SPILL_RSS = 1 << 30
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def spill_due(rows: int) -> bool:
+    """Whether a front of ``rows`` rows in memory goes to disk: at :data:`SPILL_ROWS_MAX`
+    rows, or from :data:`SPILL_ROWS` when the process holds :data:`SPILL_RSS` or more (or
+    its size cannot be read)."""
+    if rows < max(SPILL_ROWS, 1):
+        return False
+    if rows >= SPILL_ROWS_MAX:
+        return True
+    rss = resident_bytes()
+    return rss is None or rss >= SPILL_RSS
+
+
 #: The label columns of a state file, dictionary-encoded.
 LABELS = ("model", "machine", "strategy")
 #: Rows per block when spills are read back (per spill at once, while merging).
@@ -173,8 +205,8 @@ class Reducer:
     only when the result is read (:meth:`blocks`).
 
     With a ``folder``, a Pareto front spills there (files ``{prefix}NNNNNN.parquet``
-    in the state format of :meth:`state_table`) once :data:`SPILL_ROWS` rows
-    are kept in memory; see the module's docstring. :attr:`spills` names them,
+    in the state format of :meth:`state_table`) once :func:`spill_due` says its
+    rows in memory are too many; see the module's docstring. :attr:`spills` names them,
     for a checkpoint's manifest (:meth:`adopt` takes them back on resume).
     """
 
@@ -263,7 +295,7 @@ class Reducer:
                 parts.append(_take(part, mine))
         self.parts = parts
         self.kept, self.pending = int(kept.sum()), 0
-        if self.folder is not None and self.kept >= max(SPILL_ROWS, 1):
+        if self.folder is not None and spill_due(self.kept):
             self._spill()
 
     def _ordered(self) -> Block:

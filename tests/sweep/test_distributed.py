@@ -335,6 +335,7 @@ def test_shards_with_a_spilled_pareto_merge_to_the_one_run_result(spec, referenc
     """Each shard's front and the merge's spill to disk after 2 rows: the merged result is
     still the front of the full output, in grid order, and no spill file remains."""
     monkeypatch.setattr(reducer_module, "SPILL_ROWS", 2)
+    monkeypatch.setattr(reducer_module, "SPILL_ROWS_MAX", 2)
     monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)
     monkeypatch.setattr(reducer_module, "BATCH_ROWS", 1)
     spills: list[str] = []

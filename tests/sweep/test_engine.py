@@ -473,6 +473,7 @@ def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeyp
 def _count_spills(monkeypatch, rows: int) -> list[int]:
     """Spill a Pareto front to disk once ``rows`` rows are kept; returns a list that grows per spill."""
     monkeypatch.setattr(reducer_module, "SPILL_ROWS", rows)
+    monkeypatch.setattr(reducer_module, "SPILL_ROWS_MAX", rows)  # whatever this process's size
     monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)
     monkeypatch.setattr(reducer_module, "BATCH_ROWS", 5)  # spills read back in blocks of 5 rows
     spills: list[int] = []
@@ -501,6 +502,46 @@ def test_keep_pareto_spilled_to_disk_equals_the_front_of_the_full_output(
     assert manifest(kept.out)["rows"] == len(front)
     assert sorted(f.name for f in kept.out.glob("*.parquet")) == ["part-keep.parquet"]
     assert temporaries(kept.out) == []
+
+
+@pytest.mark.parametrize(
+    ("rss", "spills"),
+    [(0, False), (reducer_module.SPILL_RSS - 1, False), (reducer_module.SPILL_RSS, True), (None, True)],
+)
+def test_a_front_spills_early_only_when_the_process_is_large(grid, tmp_path, monkeypatch, rss, spills):
+    """From SPILL_ROWS rows a front goes to disk only when the process holds SPILL_RSS bytes
+    or more, or its size cannot be read; below SPILL_ROWS_MAX it stays in memory otherwise.
+    The result is the full output's front either way."""
+    counted = _count_spills(monkeypatch, 8)
+    monkeypatch.setattr(reducer_module, "SPILL_ROWS_MAX", 10**9)
+    monkeypatch.setattr(reducer_module, "resident_bytes", lambda: rss)
+    kept = run_spec(tmp_path, "spilled", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
+    feasible = [r for r in grid.rows if r["feasible"]]
+    objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
+    front = [r for r, keep in zip(feasible, pareto_mask(objectives), strict=True) if keep]
+    assert len(front) > 3 * 8
+    assert bool(counted) == spills
+    assert_same_rows(kept.rows, front)
+    assert temporaries(kept.out) == []
+
+
+def test_spill_due_thresholds(monkeypatch):
+    """SPILL_ROWS rows spill in a large process, SPILL_ROWS_MAX rows in any."""
+    small, large = reducer_module.SPILL_ROWS, reducer_module.SPILL_ROWS_MAX
+    assert 0 < small < large
+    monkeypatch.setattr(reducer_module, "resident_bytes", lambda: 0)
+    assert [reducer_module.spill_due(n) for n in (small - 1, small, large - 1, large)] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    monkeypatch.setattr(reducer_module, "resident_bytes", lambda: reducer_module.SPILL_RSS)
+    assert [reducer_module.spill_due(n) for n in (small - 1, small, large)] == [False, True, True]
+    # this process's own size is read where /proc is
+    if os.path.exists("/proc/self/statm"):
+        monkeypatch.undo()
+        assert reducer_module.resident_bytes() > 10 << 20
 
 
 def test_keep_top_equals_the_smallest_of_the_full_output(grid, tmp_path):
