@@ -41,11 +41,11 @@ REDUCE_ROWS = 1 << 16
 #: peaked at 2.04 GB with 2^20 rows and 1.68 GB with 2^19 (warm, 1.31 GB with 2^20 at
 #: 8.8e8 points).
 SPILL_ROWS = 1 << 19
-#: Rows kept before they spill whatever the process's size. Below :data:`SPILL_RSS` a
-#: front this size (about 200 MB, 600 MB while reduced) still leaves the run under 2 GB,
-#: and the bench's tied front (700,010 rows, 5.5e7 points) is written in one pass: 1.7-2.4 s
-#: warm instead of 2.7-3.8 s when it spilled at 2^19 rows (five runs each, alternated).
-SPILL_ROWS_MAX = 1 << 21
+#: Rows kept before they spill whatever the process's size (about 100 MB, 300 MB while
+#: reduced). Below :data:`SPILL_RSS` the bench's tied front (700,010 rows, 5.5e7 points)
+#: is then written in one pass: 1.7-2.4 s warm instead of 2.7-3.8 s when it spilled at
+#: 2^19 rows (five runs each, alternated). At 2^21 the 8.8e8-point run peaked at 1.59 GB.
+SPILL_ROWS_MAX = 1 << 20
 #: Resident bytes of the process above which a front spills at :data:`SPILL_ROWS` rows.
 SPILL_RSS = 1 << 30
 
