@@ -168,42 +168,65 @@ def spans(jobs: Sequence[Job], k: int = 0, n: int = 1) -> list[Span]:
     return out
 
 
-#: Entries per block, and blocks gathered, in :func:`_first_true`'s fast path.
+#: Entries per block, and blocks gathered, in :func:`_compact`'s fast path.
 NONZERO_BLOCK = 256
 NONZERO_BLOCKS = 64
 
 
-def _first_true(mask, size: int, fill: int = 0):
-    """``jnp.nonzero(mask, size=size, fill_value=fill)[0]``.
+def _tile(n: int, size: int) -> int:
+    """Entries per block of ``n``: ``size``, or the divisor of ``n`` nearest it within a factor
+    of two. Blocks that tile the array need no padded (or cut) copy of it, 0.3-0.5 ms of a
+    2^20-row chunk on a CPU; a chunk's rows are whole inner boxes, often a multiple of
+    neither 256 nor 512 (100 bandwidths x 1,000 latencies)."""
+    if n % size == 0:
+        return size
+    near = [d for d in range(size // 2, 2 * size + 1) if n % d == 0]
+    return min(near, key=lambda d: abs(d - size), default=size)
+
+
+def _compact(mask, size: int, fill: int = 0):
+    """``(count, idx)``: how many entries of ``mask`` are True, and the first ``size`` of their
+    indices, ascending, padded with ``fill`` (``jnp.nonzero(mask, size=size, fill_value=fill)``)
+    when at most ``size`` are True or they lie in few blocks; else ``idx`` is all ``fill``.
 
     ``nonzero`` is a prefix sum and a scatter over the whole array, which
     costs more than evaluating the chunk on a CPU. The True entries of a
     chunk usually lie in few places (a front, or rows tied on it, are runs of
     neighbouring points), so when they fall in at most
-    :data:`NONZERO_BLOCKS` blocks of :data:`NONZERO_BLOCK` entries, only
-    those blocks are gathered and searched; otherwise the whole array is.
-    Both give the same indices, ascending.
+    :data:`NONZERO_BLOCKS` blocks of about :data:`NONZERO_BLOCK` entries
+    (:func:`_tile`), only those blocks are counted and searched; otherwise
+    the whole array is counted, and searched when the count fits.
     """
     n = mask.shape[0]
-    width, picks = NONZERO_BLOCK, NONZERO_BLOCKS
+    width, picks = _tile(n, NONZERO_BLOCK), NONZERO_BLOCKS
     groups = -(-n // width)
 
     def whole(_):
-        return jnp.nonzero(mask, size=size, fill_value=fill)[0]
+        count = jnp.sum(mask, dtype=jnp.int32)
+        idx = jax.lax.cond(
+            count <= size,
+            lambda m: jnp.nonzero(m, size=size, fill_value=fill)[0].astype(jnp.int32),
+            # of m: under shard_map both branches must vary over the devices alike
+            lambda m: jnp.full(size, fill, jnp.int32) + m[0].astype(jnp.int32) * 0,
+            mask,
+        )
+        return count, idx
 
     if groups <= picks:
         return whole(None)
-    blocks = jnp.pad(mask, (0, groups * width - n)).reshape(groups, width)
-    busy = jnp.any(blocks, axis=1)
+    blocks = mask if n == groups * width else jnp.pad(mask, (0, groups * width - n))
+    blocks = blocks.reshape(groups, width)
+    # a byte maximum per block: 4x faster than any() or a count of the whole mask on a CPU
+    busy = jnp.max(blocks.astype(jnp.uint8), axis=1) > 0
 
     def few(_):
         (which,) = jnp.nonzero(busy, size=picks, fill_value=groups)
         rows = jnp.where((which < groups)[:, None], blocks[jnp.minimum(which, groups - 1)], False)
         (j,) = jnp.nonzero(rows.reshape(-1), size=size, fill_value=-1)
         found = which[jnp.maximum(j, 0) // width] * width + jnp.maximum(j, 0) % width
-        return jnp.where(j >= 0, found, fill).astype(jnp.int32)
+        return jnp.sum(rows, dtype=jnp.int32), jnp.where(j >= 0, found, fill).astype(jnp.int32)
 
-    return jax.lax.cond(jnp.sum(busy) <= picks, few, lambda _: whole(None).astype(jnp.int32), None)
+    return jax.lax.cond(jnp.sum(busy) <= picks, few, whole, None)
 
 
 def _block_min(x, size: int):
@@ -260,7 +283,7 @@ def _front_points(r1, r2, k: int):
     return f1, f2, count.astype(jnp.int32)
 
 
-def _pareto_2d(o1, o2, ok):
+def _pareto_2d(o1, o2, ok, materialise: bool = True):
     """Candidates for the front of a chunk under two minimised objectives, in O(n).
 
     A superset of the front (:func:`sweep.pareto.pareto_mask`) of the ``ok``
@@ -268,7 +291,7 @@ def _pareto_2d(o1, o2, ok):
     reduction (:class:`sweep.reducer.Reducer`) is exact over whatever is
     passed on, so only the number of candidates depends on how close it is.
 
-    Every block of :data:`PARETO_BLOCK` neighbouring rows gives two
+    Every block of about :data:`PARETO_BLOCK` neighbouring rows (:func:`_tile`) gives two
     reference rows, R1 (the least o1, ties by o2) and R2 (the least o2, ties
     by o1), and a row that a reference dominates is dropped. Domination is
     transitive, so only the points of the references' own front matter
@@ -286,43 +309,64 @@ def _pareto_2d(o1, o2, ok):
     by :data:`PARETO_BUCKETS` buckets of o1 (a monotone map, so an earlier
     bucket has a smaller o1) over the front's range of o1: from the least o1
     to the o1 of the reference with the least o2; beyond it, every row is
-    dominated by that reference or ties it. Rows with an infinite objective
-    are never dropped. An exact sort of the rows left was tried: the sorts,
-    of a few fixed sizes to fit the count, made the program 2.3x larger
-    (1.6 MB of code: 4 s to compile, 0.3 s to load from the compilation
-    cache, per kernel) and the chunk no faster.
+    dominated by that reference or ties it. An exact sort of the rows left
+    was tried: the sorts, of a few fixed sizes to fit the count, made the
+    program 2.3x larger (1.6 MB of code: 4 s to compile, 0.3 s to load from
+    the compilation cache, per kernel) and the chunk no faster.
 
-    A row with a NaN objective is dropped (the host's front never holds one),
-    and that is how the objectives enter: each only through one array, ``o``
-    where ``ok`` and NaN elsewhere, from which ``ok`` is then read back. When
-    the pre-filter, the references and the sort each read the objective
-    itself, XLA's CPU fusion computed the whole cost model into each of them,
-    four times in all (measured 22.5 -> 33-37 M configs/s with one). The
-    ``lax.cond`` between the two filters also makes XLA materialise the
-    objectives once: without it, the final mask computed the cost model
-    again and the kernel ran at half the speed.
+    On a CPU each array derived from the chunk's rows is a pass over memory
+    of its own (XLA fuses no two outputs into one loop), 0.3-0.7 ms per 2^20
+    rows, against about 1.5 ms for the cost model itself; so the rows enter
+    through one array ``x``, materialised once: o1 where the row competes
+    (``ok``, both objectives finite), NaN where it is always kept (``ok``, an
+    infinite objective: never dropped, never a reference) and inf where it is
+    dropped (not ``ok``, or a NaN objective; the host's front never holds
+    one); o2 is read where ``x`` is finite. With o1, o2, ok, the finite mask
+    and both masked objectives each an array, the pre-filter took twice as
+    long (kernel, all eight strategies: 122 -> 168-182 M configs/s). The NaN
+    rows are made infinite for the block minima of o1 (4 % of that): a block
+    minimum with a NaN is NaN, and a block with one row always kept would
+    give no R1. ``o2`` is
+    materialised first when ``materialise`` (a result column, which XLA would
+    otherwise compute from the cost model's terms in every pass that reads
+    it); a configuration column such as p is cheap to read again.
     """
     n = o1.shape[0]
     inf = jnp.asarray(jnp.inf, o1.dtype)
-    o1, o2 = jnp.where(ok, o1, jnp.nan), jnp.where(ok, o2, jnp.nan)
-    ok = ~(jnp.isnan(o1) | jnp.isnan(o2))
-    finite = ok & jnp.isfinite(o1) & jnp.isfinite(o2)
-    # Per-block values are broadcast back over the rows: no padded copy of the chunk (+12 %).
-    groups = -(-n // PARETO_BLOCK)
+    if materialise:
+        o2 = jax.lax.optimization_barrier(o2)
+    good = ok & ~(jnp.isnan(o1) | jnp.isnan(o2))
+    fin = good & jnp.isfinite(o1) & jnp.isfinite(o2)
+    # one array: the first objective where it competes, NaN where always kept, inf where dropped
+    x = jax.lax.optimization_barrier(jnp.where(fin, o1, jnp.where(good, jnp.nan, inf)))
+    size = _tile(n, PARETO_BLOCK)
+    groups = -(-n // size)
 
-    def block_min(x):
-        return _block_min(x, PARETO_BLOCK)
+    def block_min(v):
+        return _block_min(v, size)
 
     def spread(v):  # a value per block -> one per row
-        return jnp.broadcast_to(v[:, None], (groups, PARETO_BLOCK)).reshape(-1)[:n]
+        return jnp.broadcast_to(v[:, None], (groups, size)).reshape(-1)[:n]
 
-    a = jnp.where(finite, o1, inf)
-    b = jnp.where(finite, o2, inf)
-    a_min, b_min = block_min(a), block_min(b)
-    b_at = block_min(jnp.where(a == spread(a_min), b, inf))  # R1 = (a_min, b_at)
-    a_at = block_min(jnp.where(b == spread(b_min), a, inf))  # R2 = (a_at, b_min)
+    def second(x):  # o2 where the row competes, else inf
+        return jnp.where(x < inf, o2, inf)
+
+    if n == groups * size:
+        # blocks as the rows of a matrix: a block's value broadcasts along its row (a
+        # broadcast back over a flat array indexes by division, 2x slower on a CPU)
+        a2, b2 = x.reshape(groups, size), second(x).reshape(groups, size)
+        a_min, b_min = jnp.min(jnp.where(jnp.isnan(a2), inf, a2), axis=1), jnp.min(b2, axis=1)
+        b_at = jnp.min(jnp.where(a2 == a_min[:, None], b2, inf), axis=1)
+        a_at = jnp.min(jnp.where(b2 == b_min[:, None], a2, inf), axis=1)
+    else:  # a last, partial block
+        a, b = x, second(x)
+        a_min, b_min = block_min(jnp.where(jnp.isnan(a), inf, a)), block_min(b)
+        b_at = block_min(jnp.where(a == spread(a_min), b, inf))  # R1 = (a_min, b_at)
+        a_at = block_min(jnp.where(b == spread(b_min), a, inf))  # R2 = (a_at, b_min)
     refs1 = jnp.concatenate([a_min, a_at])
     refs2 = jnp.concatenate([b_at, b_min])
+    real = jnp.isfinite(refs1) & jnp.isfinite(refs2)  # R2 of a block with no row competing: NaN
+    refs1, refs2 = jnp.where(real, refs1, inf), jnp.where(real, refs2, inf)
     f1, f2, n_front = _front_points(refs1, refs2, PARETO_FRONT)
 
     def by_front(k: int):
@@ -330,35 +374,38 @@ def _pareto_2d(o1, o2, ok):
 
         The points have increasing f1 and decreasing f2, so among those with f1 <= x
         (or f1 < x) the last has the least f2: a row is dominated when that f2 is below
-        its y (or no more than y). Two selects per point, over the rows: comparing each
+        its o2 (or no more than it). Two selects per point, over the rows: comparing each
         row with every point ([rows, points], then ``any``) took 2.5 ms of a 2^20 chunk
         with 16 points, this 1.7 ms, and 0.7 ms with 4.
         """
 
-        def keep(_):
+        def keep(x):
+            a, b = x, second(x)
             below = at = jnp.full(a.shape, inf)  # least f2 of the points with f1 <= a; f1 < a
             for j in range(k):
                 below = jnp.where(f1[j] <= a, f2[j], below)
                 at = jnp.where(f1[j] < a, f2[j], at)
             dominated = (below < b) | (at <= b)
-            return ok & ~(finite & dominated)
+            return jnp.isnan(x) | ((x < inf) & ~dominated)
 
         return keep
 
-    def by_buckets(_):
+    def by_buckets(x):
+        finite = x < inf
+        a, b = jnp.where(finite, x, inf), second(x)
         a1, b1, a2, b2 = spread(a_min), spread(b_at), spread(a_at), spread(b_min)
         by_r1 = (a1 <= a) & (b1 <= b) & ((a1 < a) | (b1 < b))
         by_r2 = (a2 <= a) & (b2 <= b) & ((a2 < a) | (b2 < b))
-        candidate = ok & ~((by_r1 | by_r2) & (a < inf))
+        candidate = jnp.isnan(x) | (finite & ~(by_r1 | by_r2))
         # the references' least o2 per bucket of o1, over [least o1, o1 at the least o2]
         lo = jnp.min(refs1)
         hi = jnp.min(jnp.where(refs2 == jnp.min(refs2), refs1, inf))
         scale = jnp.where(hi > lo, (PARETO_BUCKETS - 2) / (hi - lo), 0)
 
-        def bucket(x):  # up to hi in buckets 0 .. PARETO_BUCKETS - 2, beyond it in the last
-            at = jnp.floor((x - lo) * scale)  # NaN where x and lo are both infinite: bucket 0
+        def bucket(v):  # up to hi in buckets 0 .. PARETO_BUCKETS - 2, beyond it in the last
+            at = jnp.floor((v - lo) * scale)  # NaN where v and lo are both infinite: bucket 0
             at = jnp.where(at >= 0, jnp.minimum(at, PARETO_BUCKETS - 2), 0)
-            return jnp.where(x > hi, PARETO_BUCKETS - 1, at).astype(jnp.int32)
+            return jnp.where(v > hi, PARETO_BUCKETS - 1, at).astype(jnp.int32)
 
         least = jnp.full((PARETO_BUCKETS,), inf, b.dtype).at[bucket(refs1)].min(refs2)
         before = jnp.concatenate([jnp.full((1,), inf, b.dtype), jax.lax.cummin(least)[:-1]])
@@ -366,7 +413,7 @@ def _pareto_2d(o1, o2, ok):
 
     # a short front (the usual case) compares every row with fewer points
     tier = jnp.where(n_front <= PARETO_SHORT, 0, jnp.where(n_front <= PARETO_FRONT, 1, 2))
-    return jax.lax.switch(tier, [by_front(PARETO_SHORT), by_front(PARETO_FRONT), by_buckets], None)
+    return jax.lax.switch(tier, [by_front(PARETO_SHORT), by_front(PARETO_FRONT), by_buckets], x)
 
 
 #: Weighted sums the Pareto pre-filter of three or more objectives minimises (see :func:`_pareto_kd`).
@@ -482,7 +529,7 @@ def _top_k(objective, ok, k: int, size: int):
     score = jnp.where(ok, jnp.where(jnp.isnan(objective), inf, objective), jnp.nan)
 
     def compact(mask):
-        return mask, jnp.sum(mask).astype(jnp.int32), _first_true(mask, size).astype(jnp.int32)
+        return (mask, *_compact(mask, size))
 
     if not top_by_blocks(k, n):
         s = jnp.where(jnp.isnan(score), inf, score)
@@ -563,10 +610,10 @@ class ChunkOut(NamedTuple):
 
 # The reductions jitted on their own: traced and lowered once per chunk width and
 # reused by every job of a run (tracing them took about half of a warm start).
-_pareto_2d_jit = jax.jit(_pareto_2d)
+_pareto_2d_jit = jax.jit(_pareto_2d, static_argnums=3)
 _pareto_kd_jit = jax.jit(_pareto_kd)
 _top_k_jit = jax.jit(_top_k, static_argnums=(2, 3))
-_first_true_jit = jax.jit(_first_true, static_argnums=(1, 2))
+_compact_jit = jax.jit(_compact, static_argnums=(1, 2))
 
 
 def _configuration_fn(job: Job, dtype) -> Callable:
@@ -689,18 +736,14 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         if keep.kind == "pareto":
             # candidates on the device, a superset of the front; the host's reduction is exact
             if len(objective) == 2:
-                mask = _pareto_2d_jit(objective[0], objective[1], ok)
+                # a configuration column (p) is cheap to read again; a result column is not
+                mask = _pareto_2d_jit(objective[0], objective[1], ok, keep.columns[1] not in icols)
             else:
                 mask = _pareto_kd_jit(tuple(objective), ok)
-            count = jnp.sum(mask).astype(jnp.int32)
-            # more than fit are read from ``mask`` (:func:`survivors`): no compaction (a prefix
-            # sum and a scatter over the chunk, 10-18 ms of a tied 2^20 chunk's 20-30 on a CPU)
-            idx = jax.lax.cond(
-                count <= compact,
-                lambda m: _first_true_jit(m, compact).astype(jnp.int32),
-                lambda m: jnp.zeros_like(m[:compact], jnp.int32),  # of m: varies by device alike
-                mask,
-            )
+            # more than fit are read from ``mask`` (:func:`survivors`), and not compacted
+            # unless they lie in few blocks (a prefix sum and a scatter over the chunk,
+            # 10-18 ms of a tied 2^20 chunk's 20-30 on a CPU)
+            count, idx = _compact_jit(mask, compact)
         else:
             mask, count, idx = _top_k_jit(objective[0], ok, keep.k, compact)
         gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731

@@ -1137,13 +1137,14 @@ def assert_front_candidates(got: np.ndarray, objs: np.ndarray, ok: np.ndarray) -
 def undominated_by_references(objs: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, int]:
     """What the pre-filter's short-front path keeps, by brute force: the rows (``ok``, no NaN)
     that no block reference dominates, rows with an infinite objective always; and how many
-    distinct points the references' front has. Each block of ``PARETO_BLOCK`` rows gives two
+    distinct points the references' front has. Each block of about ``PARETO_BLOCK`` rows gives two
     references among its finite rows: the least (o1, o2) and the least (o2, o1)."""
     number = ok & ~np.isnan(objs).any(axis=1)
     finite = number & np.isfinite(objs).all(axis=1)
     refs = []
-    for lo in range(0, len(objs), engine.PARETO_BLOCK):
-        rows = objs[lo : lo + engine.PARETO_BLOCK][finite[lo : lo + engine.PARETO_BLOCK]]
+    block = engine._tile(len(objs), engine.PARETO_BLOCK)
+    for lo in range(0, len(objs), block):
+        rows = objs[lo : lo + block][finite[lo : lo + block]]
         if len(rows):
             refs.append(rows[np.lexsort((rows[:, 1], rows[:, 0]))[0]])
             refs.append(rows[np.lexsort((rows[:, 0], rows[:, 1]))[0]])
@@ -1177,12 +1178,12 @@ def test_device_pareto_prefilter_on_a_staircase(steps):
     are exactly the front, whichever path the length of the front picks (at most
     PARETO_FRONT points: every row against each; more: the buckets)."""
     block = engine.PARETO_BLOCK
-    objs = np.zeros((steps * block + 2, 2), np.float32)
+    objs = np.zeros((steps * block, 2), np.float32)  # whole blocks: engine._tile keeps them
     for j in range(steps):
         objs[j * block : (j + 1) * block] = (j + 0.5, steps - j + 0.5)  # above-right of step j only
         objs[j * block : (j + 1) * block : 2] = (j, steps - j + 0.5)  # above it, in its bucket
         objs[j * block + block // 2] = (j, steps - j)
-    objs[-2:] = [(-1.0, np.inf), (np.inf, -1.0)]
+    objs[-2:] = [(-1.0, np.inf), (np.inf, -1.0)]  # in the last block, with its step
     ok = np.ones(len(objs), dtype=bool)
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
     want = np.zeros(len(objs), dtype=bool)
@@ -1348,18 +1349,20 @@ def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
         )
 
 
-_first_true = jax.jit(engine._first_true, static_argnums=(1, 2))
+_compact = jax.jit(engine._compact, static_argnums=(1, 2))
 
 
 @settings(deadline=None, max_examples=80)
 @given(
-    n=st.sampled_from([10, 300, 5_000, 70_000]),
+    n=st.sampled_from([10, 300, 5_000, 70_000, 70_001]),
     seed=st.integers(0, 2**31),
     shape=st.sampled_from(["sparse", "run", "dense", "none"]),
     size=st.sampled_from([1, 7, 4096]),
 )
-def test_first_true_equals_nonzero(n, seed, shape, size):
-    """The blocked compaction returns nonzero's indices whether the True entries are few or many."""
+def test_compact_equals_nonzero(n, seed, shape, size):
+    """The blocked compaction counts the True entries exactly, and returns nonzero's indices
+    whether they are few or many, in few blocks or spread: always when they fit, and when
+    they do not, either nonzero's first ``size`` or nothing (``fill``)."""
     rng = np.random.default_rng(seed)
     mask = np.zeros(n, dtype=bool)
     if shape == "sparse":
@@ -1370,11 +1373,32 @@ def test_first_true_equals_nonzero(n, seed, shape, size):
     elif shape == "dense":
         mask = rng.random(n) < 0.5
     for fill in (0, n):
-        got = np.asarray(_first_true(mask, size, fill))
+        count, got = (np.asarray(x) for x in _compact(mask, size, fill))
+        found = np.flatnonzero(mask)
+        assert int(count) == len(found)
         want = np.full(size, fill)
-        found = np.flatnonzero(mask)[:size]
-        want[: len(found)] = found
-        np.testing.assert_array_equal(got, want)
+        want[: min(len(found), size)] = found[:size]
+        if len(found) <= size:
+            np.testing.assert_array_equal(got, want)
+        else:
+            assert (got == want).all() or (got == fill).all()
+
+
+@pytest.mark.parametrize(
+    ("n", "size", "want"),
+    [
+        (1 << 20, 512, 512),
+        (1_050_000, 512, 500),
+        (1_050_000, 256, 250),
+        (1031, 512, 512),
+        (2 * 1031, 256, 256),
+    ],
+)
+def test_tile_divides_the_rows_when_it_can(n, size, want):
+    """Blocks of about ``size`` that tile ``n`` (no padded copy), else ``size``: 1,050,000
+    = 2,100 x 500 = 4,200 x 250; 1,031 is prime and above 2 x 512; 2,062 = 2 x 1,031 has
+    no divisor in [128, 512]."""
+    assert engine._tile(n, size) == want
 
 
 def test_pareto_mask_known_fronts():
