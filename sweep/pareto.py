@@ -41,7 +41,14 @@ def numbers(objs: np.ndarray) -> np.ndarray:
 
 
 def _pareto_mask_2(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> np.ndarray:
-    """:func:`pareto_mask` of two objectives, with few temporaries of the rows' length.
+    """:func:`pareto_mask` of two objectives (see :func:`front_2`)."""
+    return front_2(a, b, finite)[0]
+
+
+def front_2(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The front of the rows (a, b) with ``finite`` (no NaN): its mask, and its distinct
+    vectors ``[v, 2]`` by increasing a (then b decreases strictly), with few temporaries
+    of the rows' length.
 
     Sort by (a, b); a group of equal rows survives when nothing sorts before
     it (it holds the lexicographic minimum) or every earlier row has a larger
@@ -55,13 +62,12 @@ def _pareto_mask_2(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> np.ndarr
     out = np.zeros(n, dtype=bool)
     m = len(order)
     if m == 0:
-        return out
+        return out, np.zeros((0, 2))
     sb = b[order]
     head = np.empty(m, dtype=bool)
     head[0] = True
     sa = a[order]
     np.not_equal(sa[1:], sa[:-1], out=head[1:])
-    del sa
     head[1:] |= sb[1:] != sb[:-1]
     starts = np.flatnonzero(head)
     del head
@@ -72,7 +78,22 @@ def _pareto_mask_2(a: np.ndarray, b: np.ndarray, finite: np.ndarray) -> np.ndarr
     verdict = (starts == 0) | (before[starts] > sb[starts])
     del before
     out[order[np.repeat(verdict, np.diff(np.append(starts, m)))]] = True
-    return out
+    first = starts[verdict]
+    return out, np.stack([sa[first], sb[first]], axis=1).astype(np.float64)
+
+
+def dominated_2(front: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rows (a, b) that a vector of ``front`` dominates: ``front`` ``[v, 2]`` is a front's
+    distinct vectors by increasing first objective (:func:`front_2`), so its second
+    decreases, and of the vectors with a first objective no larger than a row's, the last
+    has the least second: only it need be compared. O(n log v). A NaN row is never
+    dominated."""
+    if not len(front):
+        return np.zeros(len(a), dtype=bool)
+    j = np.searchsorted(front[:, 0], a, side="right") - 1
+    at = np.maximum(j, 0)
+    f1, f2 = front[at, 0], front[at, 1]
+    return (j >= 0) & ((f2 < b) | ((f2 == b) & (f1 < a)))
 
 
 def pareto_brute(objectives: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ End-to-end runs that spill are tested against the full output in
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +107,38 @@ def test_top_k_drops_candidates_whose_objective_is_nan():
     r.add(0, ("m", "abci", "data"), np.arange(4), found)
     rows = r.table().to_pylist()
     assert [(row["p"], row["t_epoch_s"]) for row in rows] == [(3, 2.0), (2, np.inf)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    blocks=st.lists(
+        st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 5, np.inf, np.nan]), st.integers(1, 4)), max_size=40),
+        min_size=1,
+        max_size=8,
+    ),
+    every=st.integers(1, 50),
+)
+def test_pareto_front_of_many_additions_equals_the_front_of_all_rows(blocks, every):
+    """Rows added a block at a time and reduced every ``every`` rows (the rows kept are
+    merged with the new ones by their distinct vectors: ``Reducer._merge_2``) give the
+    front of all the rows at once, ties, infinities and NaN included, in identity order."""
+    from sweep.engine import Keep, Survivors
+    from sweep.pareto import pareto_brute
+
+    r = reducer.Reducer(Keep("pareto", ("t_epoch_s", "p")), _schema())
+    rows, start = [], 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reducer, "REDUCE_ROWS", every)
+        for block in blocks:
+            n = len(block)
+            t = np.array([[x for x, _ in block]], np.float32).reshape(1, n)
+            p = np.array([[y for _, y in block]], np.int32).reshape(1, n)
+            found = Survivors(p, t, np.zeros(n, np.int8), np.arange(n))
+            r.add(0, ("m", "abci", "data"), start + np.arange(n), found)
+            rows += [(float(x), float(y)) for x, y in block]
+            start += n
+    objs = np.array(rows, dtype=np.float64).reshape(-1, 2)
+    number = ~np.isnan(objs).any(axis=1)
+    want = np.flatnonzero(number)[pareto_brute(objs[number])] if number.any() else []
+    got = r.table().to_pylist()
+    assert [(row["t_epoch_s"], row["p"]) for row in got] == [rows[i] for i in want]
