@@ -441,6 +441,18 @@ def test_no_temporaries_after_success(grid, paper32):
 # ----------------------------------------------------------------------------- reductions and filters
 
 
+@pytest.mark.parametrize("second", ["gpu_hours", "mem_bytes"])
+def test_keep_pareto_of_two_result_columns_equals_the_front_of_the_full_output(grid, tmp_path, second):
+    """A second objective that is a result column, not a configuration column such as p:
+    the device's pre-filter reads it materialised (engine._pareto_2d)."""
+    kept = run_spec(tmp_path, "pareto2", GRID_SPEC, "--chunk", CHUNK, "--keep", f"pareto:t_epoch_s,{second}")
+    feasible = [r for r in grid.rows if r["feasible"]]
+    objectives = np.array([[r["t_epoch_s"], r[second]] for r in feasible], dtype=np.float64)
+    front = [r for r, keep in zip(feasible, pareto_mask(objectives), strict=True) if keep]
+    assert 0 < len(front) < len(feasible)
+    assert_same_rows(kept.rows, front)
+
+
 @pytest.mark.parametrize(
     ("compact", "point_rows"),
     # candidates in one block; more, evaluated again point by point, in one call or in several
