@@ -727,7 +727,9 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         limit = limit.reshape(-1)
         lead = window - offset.astype(jnp.int32)  # output position minus chunk offset
         if not keep.reduces:
-            stack = lambda cols: jnp.stack([c.reshape(-1) for c in cols])  # noqa: E731
+            # stacked in the columns' own shape, then flattened: a stack of flattened columns
+            # indexed every element back into the boxes by division (1.7x slower on a CPU)
+            stack = lambda cols: jnp.stack(cols).reshape(len(cols), -1)  # noqa: E731
             return ChunkOut(stack(floats), stack(ints), limit, mask, lead)
         flat = {name: c.reshape(-1) for name, c in zip(RESULT_COLUMNS, floats, strict=True)}
         flat.update((name, c.reshape(-1)) for name, c in zip(icols, ints, strict=True))
