@@ -324,12 +324,12 @@ def _pareto_2d(o1, o2, ok, materialise: bool = True):
     one); o2 is read where ``x`` is finite. With o1, o2, ok, the finite mask
     and both masked objectives each an array, the pre-filter took twice as
     long (kernel, all eight strategies: 122 -> 168-182 M configs/s). The NaN
-    rows are made infinite for the block minima of o1 (4 % of that): a block
-    minimum with a NaN is NaN, and a block with one row always kept would
-    give no R1. ``o2`` is
-    materialised first when ``materialise`` (a result column, which XLA would
-    otherwise compute from the cost model's terms in every pass that reads
-    it); a configuration column such as p is cheap to read again.
+    rows are made infinite for the block minima of o1, which costs the kernel
+    4 %: a block minimum with a NaN is NaN, and a block with one row always
+    kept would give no R1. ``o2`` is materialised first when ``materialise``
+    (a result column, which XLA would otherwise compute from the cost model's
+    terms in every pass that reads it); a configuration column such as p is
+    cheap to read again.
     """
     n = o1.shape[0]
     inf = jnp.asarray(jnp.inf, o1.dtype)
@@ -365,7 +365,8 @@ def _pareto_2d(o1, o2, ok, materialise: bool = True):
         a_at = block_min(jnp.where(b == spread(b_min), a, inf))  # R2 = (a_at, b_min)
     refs1 = jnp.concatenate([a_min, a_at])
     refs2 = jnp.concatenate([b_at, b_min])
-    real = jnp.isfinite(refs1) & jnp.isfinite(refs2)  # R2 of a block with no row competing: NaN
+    # R2 of a block with no row competing may be NaN: left out of the buckets' range too
+    real = jnp.isfinite(refs1) & jnp.isfinite(refs2)
     refs1, refs2 = jnp.where(real, refs1, inf), jnp.where(real, refs2, inf)
     f1, f2, n_front = _front_points(refs1, refs2, PARETO_FRONT)
 

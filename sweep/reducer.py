@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from sweep import engine, store
 from sweep.engine import Keep
-from sweep.pareto import dominated_2, front_2, numbers, pareto_mask, top_k_order
+from sweep.pareto import dominated_2, front_2, pareto_mask, top_k_order
 
 #: Buffered reduction candidates that trigger a reduction even when few rows are kept.
 REDUCE_ROWS = 1 << 16
@@ -317,11 +317,11 @@ class Reducer:
         """
         a, b = self._objective(0), self._objective(1)
         old = self.kept
-        if self.vectors is None:  # after a spill or a resume: every row once
-            kept, self.vectors = front_2(a, b, numbers(np.stack([a, b], axis=1)))
+        if self.vectors is None:  # the spills' vectors were all dominated: every row once
+            kept, self.vectors = front_2(a, b, ~(np.isnan(a) | np.isnan(b)))
             return kept
         vectors, new_a, new_b = self.vectors, a[old:], b[old:]
-        fresh = numbers(np.stack([new_a, new_b], axis=1)) & ~dominated_2(vectors, new_a, new_b)
+        fresh = ~(np.isnan(new_a) | np.isnan(new_b)) & ~dominated_2(vectors, new_a, new_b)
         both_a = np.concatenate([vectors[:, 0], new_a[fresh]])
         both_b = np.concatenate([vectors[:, 1], new_b[fresh]])
         mask, self.vectors = front_2(both_a, both_b, np.ones(len(both_a), dtype=bool))
