@@ -342,27 +342,22 @@ def _pareto_2d(o1, o2, ok, materialise: bool = True):
     size = _tile(n, PARETO_BLOCK)
     groups = -(-n // size)
 
-    def block_min(v):
-        return _block_min(v, size)
-
     def spread(v):  # a value per block -> one per row
         return jnp.broadcast_to(v[:, None], (groups, size)).reshape(-1)[:n]
 
     def second(x):  # o2 where the row competes, else inf
         return jnp.where(x < inf, o2, inf)
 
-    if n == groups * size:
-        # blocks as the rows of a matrix: a block's value broadcasts along its row (a
-        # broadcast back over a flat array indexes by division, 2x slower on a CPU)
-        a2, b2 = x.reshape(groups, size), second(x).reshape(groups, size)
-        a_min, b_min = jnp.min(jnp.where(jnp.isnan(a2), inf, a2), axis=1), jnp.min(b2, axis=1)
-        b_at = jnp.min(jnp.where(a2 == a_min[:, None], b2, inf), axis=1)
-        a_at = jnp.min(jnp.where(b2 == b_min[:, None], a2, inf), axis=1)
-    else:  # a last, partial block
-        a, b = x, second(x)
-        a_min, b_min = block_min(jnp.where(jnp.isnan(a), inf, a)), block_min(b)
-        b_at = block_min(jnp.where(a == spread(a_min), b, inf))  # R1 = (a_min, b_at)
-        a_at = block_min(jnp.where(b == spread(b_min), a, inf))  # R2 = (a_at, b_min)
+    def blocks(v):  # [groups, size]; a length no block size tiles is padded (dropped rows)
+        v = v if n == groups * size else jnp.pad(v, (0, groups * size - n), constant_values=inf)
+        return v.reshape(groups, size)
+
+    # blocks as the rows of a matrix: a block's value broadcasts along its row (a broadcast
+    # back over a flat array indexes by division, 2x slower on a CPU)
+    a2, b2 = blocks(x), blocks(second(x))
+    a_min, b_min = jnp.min(jnp.where(jnp.isnan(a2), inf, a2), axis=1), jnp.min(b2, axis=1)
+    b_at = jnp.min(jnp.where(a2 == a_min[:, None], b2, inf), axis=1)  # R1 = (a_min, b_at)
+    a_at = jnp.min(jnp.where(b2 == b_min[:, None], a2, inf), axis=1)  # R2 = (a_at, b_min)
     refs1 = jnp.concatenate([a_min, a_at])
     refs2 = jnp.concatenate([b_at, b_min])
     # R2 of a block with no row competing may be NaN: left out of the buckets' range too
