@@ -109,7 +109,17 @@ def kernel_section(
         last = max(job.size // size - 1, 0)  # the last full chunk
         n = min(size, job.size)
         starts = sorted({round(last * f) * size for f in (0, 1 / 3, 2 / 3, 1)})
-        args = [(net, machine, values, engine.decode_info(job, a, size), np.int32(n)) for a in starts]
+        args = [
+            (
+                net,
+                machine,
+                values,
+                engine.decode_info(job, a, size),
+                np.int32(n),
+                engine.known_front(None, np.float32),
+            )
+            for a in starts
+        ]
         return args, n
 
     for job in p.jobs:

@@ -110,7 +110,7 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
         _BUILT[task.key] = built
     fn, inputs, again = built
     info = engine.decode_info(task.job, start, task.chunk)
-    out = fn(*inputs, info, np.int32(n_real))
+    out = fn(*inputs, info, np.int32(n_real), engine.known_front(None, dtype))
     if task.keep.reduces:
         return engine.survivors(out, again.at(start))
     table = task.schema.table(*chunk_rows(task.job, out, task.only_feasible))

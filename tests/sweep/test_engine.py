@@ -469,12 +469,27 @@ def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeyp
     monkeypatch.setattr(
         engine, "prepare_points", lambda job, *a: prepared.append(job.strategy) or real(job, *a)
     )
+    fronts: list[np.ndarray] = []  # the host's front each chunk was given (engine.known_front)
+    real_front = engine.known_front
+
+    def known_front(vectors, dtype):
+        if vectors is not None:
+            fronts.append(vectors)
+        return real_front(vectors, dtype)
+
+    monkeypatch.setattr(engine, "known_front", known_front)
     kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
     # once a job had more candidates than it compacts, the later jobs' fallbacks were
     # prepared with their kernels
     assert bool(prepared) == (compact is not None), prepared
     feasible = [r for r in grid.rows if r["feasible"]]
     objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
+    # reduced at every chunk, later chunks were given the front so far: objectives of real rows
+    given = np.concatenate([f for f in fronts if len(f)] or [np.zeros((0, 2))])
+    if compact is not None:
+        assert len(given)
+    seen = {tuple(v) for v in objectives.astype(np.float32).tolist()}
+    assert all(tuple(v) in seen for v in given.astype(np.float32).tolist())
     front = [r for r, keep in zip(feasible, pareto_mask(objectives), strict=True) if keep]
     assert 0 < len(front) < len(feasible)
     assert_same_rows(kept.rows, front)
@@ -702,10 +717,10 @@ def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, p
     for start in range(0, job.size, chunk):
         n_real = min(chunk, job.size - start)
         info = engine.decode_info(job, start, chunk)
-        out = fn(*inputs, info, np.int32(n_real))
+        out = fn(*inputs, info, np.int32(n_real), engine.known_front(None, np.float32))
         found = engine.survivors(out, again.at(start))
         # the chunk's front from its full output
-        every = full(*inputs, info, np.int32(n_real))
+        every = full(*inputs, info, np.int32(n_real), engine.known_front(None, np.float32))
         where = np.flatnonzero(np.asarray(every.mask) & (np.asarray(every.limit) == 0))
         objectives = np.stack([np.asarray(every.floats)[ti, where], np.asarray(every.ints)[pi, where]], 1)
         front = engine.positions(every, where[pareto_mask(objectives.astype(np.float64))])
@@ -998,7 +1013,7 @@ def _device_digits(job: Job, chunk: int, starts, dtype=np.float32) -> None:
     for start in starts:
         n_real = min(chunk, job.size - start)
         info = _check_info(job, start, chunk)
-        out = fn(net, machine, values, info, np.int32(n_real))
+        out = fn(net, machine, values, info, np.int32(n_real), engine.known_front(None, np.float32))
         mask = np.asarray(out.mask)
         where = np.flatnonzero(mask)
         offsets = engine.positions(out, where)  # outputs span whole inner boxes
@@ -1146,11 +1161,15 @@ def assert_front_candidates(got: np.ndarray, objs: np.ndarray, ok: np.ndarray) -
     np.testing.assert_array_equal(again, want)
 
 
-def undominated_by_references(objs: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, int]:
+def undominated_by_references(
+    objs: np.ndarray, ok: np.ndarray, known: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
     """What the pre-filter's short-front path keeps, by brute force: the rows (``ok``, no NaN)
     that no block reference dominates, rows with an infinite objective always; and how many
     distinct points the references' front has. Each block of about ``PARETO_BLOCK`` rows gives two
-    references among its finite rows: the least (o1, o2) and the least (o2, o1)."""
+    references among its finite rows: the least (o1, o2) and the least (o2, o1). Points of a
+    ``known`` front ``[points, 2]`` are references too, those no larger than the references'
+    largest o1 (at their least o2) and largest o2 (at their least o1)."""
     number = ok & ~np.isnan(objs).any(axis=1)
     finite = number & np.isfinite(objs).all(axis=1)
     refs = []
@@ -1163,6 +1182,11 @@ def undominated_by_references(objs: np.ndarray, ok: np.ndarray) -> tuple[np.ndar
     if not refs:
         return number, 0
     refs = np.unique(np.array(refs, dtype=np.float64), axis=0)
+    if known is not None and len(known):
+        last1 = refs[np.lexsort((refs[:, 0], refs[:, 1]))[0], 0]  # o1 at the least o2
+        last2 = refs[np.lexsort((refs[:, 1], refs[:, 0]))[0], 1]  # o2 at the least o1
+        near = known[(known[:, 0] <= last1) & (known[:, 1] <= last2)]
+        refs = np.unique(np.concatenate([refs, near.astype(np.float64)]), axis=0)
     front = refs[pareto_brute(refs)]
     x = objs[:, None, :].astype(np.float64)
     f = front[None, :, :]
@@ -1170,11 +1194,14 @@ def undominated_by_references(objs: np.ndarray, ok: np.ndarray) -> tuple[np.ndar
     return number & ~(finite & dominated), len(front)
 
 
-def assert_prefilter(got: np.ndarray, objs: np.ndarray, ok: np.ndarray) -> None:
+def assert_prefilter(
+    got: np.ndarray, objs: np.ndarray, ok: np.ndarray, known: np.ndarray | None = None
+) -> None:
     """The pre-filter's candidates (see :func:`assert_front_candidates`) drop no row that no
     reference dominates, and are exactly those when the references' front is short."""
-    assert_front_candidates(got, objs, ok)
-    want, points = undominated_by_references(objs, ok)
+    if known is None:
+        assert_front_candidates(got, objs, ok)
+    want, points = undominated_by_references(objs, ok, known)
     assert not (want & ~got).any(), "a row no reference dominates was dropped"
     if points <= engine.PARETO_FRONT:
         np.testing.assert_array_equal(got, want)
@@ -1272,6 +1299,78 @@ def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
     objs = np.stack([o1, o2], axis=1)
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
     assert_prefilter(got, objs, ok)
+
+
+_device_pareto_known = jax.jit(engine._pareto_2d, static_argnums=3)
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    n=st.sampled_from([300, 20_000]),
+    seed=st.integers(0, 2**31),
+    run=st.sampled_from([1, 128, 30_000]),
+    tie=st.sampled_from([1, 100, 100_000]),
+    points=st.integers(0, 40),
+    flaw=st.sampled_from(["none", "inf", "not ok", "nan"]),
+)
+def test_device_pareto_drops_what_a_known_front_dominates(n, seed, run, tie, points, flaw):
+    """With the points of a front found before (``known``, as engine.known_front gives
+    them: a longer front thinned to PARETO_FRONT points; some equal to rows here): every
+    row that neither another row nor a known point dominates is passed on (rows equal to
+    a known point too), nothing that is not a candidate; and when the references' front
+    with the known points near it is short, exactly the rows none of those dominates (so
+    rows a known point dominates go)."""
+    rng = np.random.default_rng(seed)
+    o2 = np.repeat(rng.integers(1, 6, -(-n // run)), run)[:n].astype(np.float32)
+    o1 = np.repeat(rng.random(-(-n // tie)).astype(np.float32) * 10, tie)[:n] + o2
+    ok = np.ones(n, dtype=bool)
+    if flaw == "inf":
+        o1[rng.integers(0, n, 3)] = np.inf
+    elif flaw == "not ok":
+        ok = rng.random(n) < 0.9
+    elif flaw == "nan":
+        o1[rng.integers(0, n, 5)] = np.nan
+    objs = np.stack([o1, o2], axis=1)
+    # a front of earlier rows in the same range, some of them equal to rows of this chunk
+    seen = np.concatenate(
+        [rng.random((3 * points, 2)) * [12, 6] + [1, 0.5], objs[rng.integers(0, n, points)]]
+    )
+    seen = seen[np.isfinite(seen).all(axis=1)].astype(np.float32)
+    vectors = np.unique(seen[pareto_mask(seen.astype(np.float64))].astype(np.float64), axis=0)
+    known = engine.known_front(vectors, np.float32)
+    given_points = known.T[np.isfinite(known.T).all(axis=1)]
+    got = np.asarray(_device_pareto_known(o1, o2, ok, False, known))
+    number = ok & ~np.isnan(objs).any(axis=1)
+    assert not (got & ~number).any(), "a row that is not a candidate was passed on"
+    # the front of these rows and the known points: its rows must all be passed on
+    both = np.concatenate([given_points, objs[number]]).astype(np.float64)
+    on_front = np.zeros(n, dtype=bool)
+    on_front[number] = pareto_mask(both)[len(given_points) :]
+    assert not (on_front & ~got).any(), "a row of the front was dropped"
+    assert got[number & ~np.isfinite(objs).all(axis=1)].all(), "a row with an infinite objective was dropped"
+    assert_prefilter(got, objs, ok, given_points)
+
+
+def test_known_front_points():
+    """engine.known_front: [2, PARETO_FRONT] points, padded with inf; infinite vectors
+    left out; a longer front thinned evenly, its ends kept; a value float32 cannot hold
+    rounded up, never down (a point must not dominate more than its row)."""
+    none = engine.known_front(None, np.float32)
+    assert none.shape == (2, engine.PARETO_FRONT) and np.isinf(none).all()
+    v = np.array([[1.0, 5.0], [2.0, np.inf], [3.0, 2.0]])
+    got = engine.known_front(v, np.float32)
+    np.testing.assert_array_equal(got[:, :2], [[1.0, 3.0], [5.0, 2.0]])
+    assert np.isinf(got[:, 2:]).all()
+    long = np.stack([np.arange(100.0), 100.0 - np.arange(100.0)], axis=1)
+    got = engine.known_front(long, np.float32)
+    assert got.shape == (2, engine.PARETO_FRONT) and np.isfinite(got).all()
+    # 16 of 100 evenly: indices round(99 * j / 15), j = 0..15; the first 0, the last 99
+    np.testing.assert_array_equal(got[0], np.round(np.linspace(0, 99, engine.PARETO_FRONT)))
+    # 0.1 is not a float32: its nearest float32 (0.100000001490116) is above it, kept;
+    # 1 + 2^-30 rounds down to 1.0 in float32, so the next float32 up, 1 + 2^-23, is given
+    got = engine.known_front(np.array([[0.1, 1 + 2.0**-30]]), np.float32)
+    assert got[0, 0] == np.float32(0.1) and got[0, 0] >= 0.1
+    assert got[1, 0] == np.float32(1 + 2.0**-23)
 
 
 _device_pareto_kd = jax.jit(engine._pareto_kd)

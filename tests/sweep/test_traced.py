@@ -242,7 +242,7 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 if mode == "plain":
     traced.FRESH = None
 job, keep = small_job(), engine.Keep("pareto", ("t_epoch_s", "p"))
-args = (*engine.device_inputs(job, np.float32), engine.decode_info(job, 0, 64), np.int32(job.size))
+args = (*engine.device_inputs(job, np.float32), engine.decode_info(job, 0, 64), np.int32(job.size), engine.known_front(None, np.float32))
 fn = traced.compile_kept(
     job, ("chunk", 64), engine.local_devices(), lambda: engine.build_chunk_fn(job, 64, keep, np.float32)[0], args
 )
@@ -323,7 +323,7 @@ def test_jobs_whose_programs_were_one_still_compile_to_one():
     programs, kept, plain = [], [], []
     for job in plan(parse_spec(tomllib.loads(text), "two.toml", ROOT, text)).jobs:
         inputs = engine.device_inputs(job, np.float32)
-        args = (*inputs, engine.decode_info(job, 0, 64), np.int32(0))
+        args = (*inputs, engine.decode_info(job, 0, 64), np.int32(0), engine.known_front(None, np.float32))
         fn, _ = engine.build_chunk_fn(job, 64, engine.Keep("all"), np.float32)
         leaves, in_tree = jax.tree_util.tree_flatten(args)
         plain.append(fn.lower(*args).as_text(debug_info=False))
@@ -346,7 +346,9 @@ def test_jobs_whose_kernels_lower_alike_share_one_kept_program(tmp_path, monkeyp
     for job in plan(parse_spec(tomllib.loads(text), "two.toml", ROOT, text)).jobs:
         inputs = engine.device_inputs(job, np.float32)
         fn = engine.compile_chunk_fn(job, 64, engine.Keep("all"), np.float32, inputs)
-        out = fn(*inputs, engine.decode_info(job, 0, 64), np.int32(job.size))
+        out = fn(
+            *inputs, engine.decode_info(job, 0, 64), np.int32(job.size), engine.known_front(None, np.float32)
+        )
         assert np.isfinite(np.asarray(out.floats)[0][np.asarray(out.mask)]).all()
     assert len(list(tmp_path.glob(f"*{traced.SUFFIX}"))) == 2
     assert len(list(tmp_path.glob(f"*{traced.PROGRAM}"))) == 1
