@@ -352,3 +352,30 @@ def test_jobs_whose_kernels_lower_alike_share_one_kept_program(tmp_path, monkeyp
         assert np.isfinite(np.asarray(out.floats)[0][np.asarray(out.mask)]).all()
     assert len(list(tmp_path.glob(f"*{traced.SUFFIX}"))) == 2
     assert len(list(tmp_path.glob(f"*{traced.PROGRAM}"))) == 1
+
+
+def test_a_loaded_program_is_loaded_once_while_its_file_is_unchanged(tmp_path, monkeypatch):
+    """Jobs that share a program, or a kernel compiled again in one process, take the
+    program loaded first; a program file replaced since is read and loaded again."""
+    call, _builds, _path = points_case(tmp_path, monkeypatch)
+    monkeypatch.setattr(traced, "_LOADED", traced.collections.OrderedDict())
+    call()  # traced, compiled and kept (the check loads it once, as traced._load)
+    reads: list[str] = []
+    real = traced._read_program
+    monkeypatch.setattr(
+        traced, "_read_program", lambda where, name, d: reads.append(name) or real(where, name, d)
+    )
+    call()
+    assert len(reads) == 1  # the module names the program: read from its file once
+    call()
+    call()
+    assert len(reads) == 1  # then taken as loaded
+    (program,) = tmp_path.glob(f"*{traced.PROGRAM}")
+    os.utime(program, ns=(1, 1))  # the file changed (here only its time): read again
+    call()
+    assert len(reads) == 2
+    monkeypatch.setattr(traced, "MAX_LOADED", 0)  # nothing kept in memory: read every time
+    traced._LOADED.clear()
+    call()
+    call()
+    assert len(reads) == 4
