@@ -43,7 +43,6 @@ trustworthy as whoever can write to it.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -54,6 +53,7 @@ import platform
 import random
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -268,13 +268,13 @@ def digest(outputs: Any) -> bytes:
     return h.digest()
 
 
-#: Programs loaded by this process, at most :data:`MAX_LOADED`, the least recently used
-#: dropped first: jobs that share a program (filter and channel, see :func:`_export`) load
-#: it once, not once each (0.07-0.12 s on a CPU; loading programs took a quarter of the CPU
-#: time of the bench's warm tied ``--keep pareto`` run). A program is taken from here only
-#: while its file is the one it was loaded from.
-_LOADED: collections.OrderedDict[tuple, tuple[tuple, Any]] = collections.OrderedDict()
-MAX_LOADED = 16
+#: Programs loaded by this process and still in use (weak references: a program goes
+#: when no kernel holds it, as before): jobs that share a program (filter and channel, see
+#: :func:`_export`), prepared while one another runs, load it once, not once each
+#: (0.07-0.12 s of CPU each; loading programs took a quarter of the CPU time of the
+#: bench's warm tied ``--keep pareto`` run). A program is taken from here only while its
+#: file is the one it was loaded from.
+_LOADED: dict[tuple, tuple[tuple, weakref.ref]] = {}
 _LOCK = threading.Lock()
 _LOADING: dict[tuple, threading.Lock] = {}  # one per program being loaded: two jobs wait for one load
 
@@ -292,25 +292,28 @@ def _load_program(where: Path, program: str | None, devices: list) -> Any:
     if program is None:
         return None
     at = (str(where), program, id(devices[0].client), tuple(d.id for d in devices))
+    path = where / f"{program}{PROGRAM}"
     with _LOCK:
         lock = _LOADING.setdefault(at, threading.Lock())
-    with lock:
-        stamp = _stamp(where / f"{program}{PROGRAM}")
-        with _LOCK:
-            hit = _LOADED.get(at)
-            if hit is not None and stamp is not None and hit[0] == stamp:
-                _LOADED.move_to_end(at)
-                return hit[1]
-        compiled = _read_program(where, program, devices)
-        stamp = _stamp(where / f"{program}{PROGRAM}")  # after the read, which marks the file used
+    try:
+        with lock:
+            with _LOCK:
+                hit = _LOADED.get(at)
+            compiled = hit[1]() if hit is not None and hit[0] == _stamp(path) else None
+            if compiled is None:
+                compiled = _read_program(where, program, devices)
+                stamp = _stamp(path)  # after the read, which marks the file used
+                with _LOCK:
+                    for dead in [k for k, (_s, ref) in _LOADED.items() if ref() is None]:
+                        del _LOADED[dead]
+                    if compiled is not None and stamp is not None:
+                        _LOADED[at] = (stamp, weakref.ref(compiled))
+                    else:
+                        _LOADED.pop(at, None)
+            return compiled
+    finally:
         with _LOCK:
             _LOADING.pop(at, None)
-            _LOADED.pop(at, None)
-            if compiled is not None and stamp is not None:
-                _LOADED[at] = (stamp, compiled)
-                while len(_LOADED) > MAX_LOADED:
-                    _LOADED.popitem(last=False)
-        return compiled
 
 
 def _read_program(where: Path, program: str, devices: list) -> Any:

@@ -9,6 +9,7 @@ answer or an error.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import pickle
@@ -354,28 +355,40 @@ def test_jobs_whose_kernels_lower_alike_share_one_kept_program(tmp_path, monkeyp
     assert len(list(tmp_path.glob(f"*{traced.PROGRAM}"))) == 1
 
 
-def test_a_loaded_program_is_loaded_once_while_its_file_is_unchanged(tmp_path, monkeypatch):
-    """Jobs that share a program, or a kernel compiled again in one process, take the
-    program loaded first; a program file replaced since is read and loaded again."""
-    call, _builds, _path = points_case(tmp_path, monkeypatch)
-    monkeypatch.setattr(traced, "_LOADED", traced.collections.OrderedDict())
-    call()  # traced, compiled and kept (the check loads it once, as traced._load)
+def test_a_loaded_program_is_loaded_once_while_in_use_and_its_file_unchanged(tmp_path, monkeypatch):
+    """Kernels that share a program (two jobs', or one compiled again) take the program
+    loaded first while a kernel still holds it; a program file changed since is read and
+    loaded again, and one no kernel holds any more is not kept."""
+    monkeypatch.setattr(traced, "folder", lambda: tmp_path)
+    job = small_job()
+    static, devices = ("points", engine.POINT_ROWS, "float32"), engine.local_devices()[:1]
+    args = (
+        *engine.device_inputs(job, np.float32, devices),
+        np.zeros((len(job.axes), engine.POINT_ROWS), np.int32),
+    )
+    want = engine.build_points_fn(job, np.float32)(*args)
+
+    def kernel():
+        fn = traced.compile_kept(job, static, devices, lambda: engine.build_points_fn(job, np.float32), args)
+        for got, w in zip(fn(*args), want, strict=True):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
+        return fn
+
+    kernel()  # traced, compiled and kept
     reads: list[str] = []
     real = traced._read_program
     monkeypatch.setattr(
         traced, "_read_program", lambda where, name, d: reads.append(name) or real(where, name, d)
     )
-    call()
-    assert len(reads) == 1  # the module names the program: read from its file once
-    call()
-    call()
-    assert len(reads) == 1  # then taken as loaded
+    held = kernel()  # the module names the program: read from its file
+    assert len(reads) == 1
+    more = [kernel(), kernel()]
+    assert len(reads) == 1  # taken as loaded, while ``held`` holds it
     (program,) = tmp_path.glob(f"*{traced.PROGRAM}")
     os.utime(program, ns=(1, 1))  # the file changed (here only its time): read again
-    call()
+    more.append(kernel())
     assert len(reads) == 2
-    monkeypatch.setattr(traced, "MAX_LOADED", 0)  # nothing kept in memory: read every time
-    traced._LOADED.clear()
-    call()
-    call()
-    assert len(reads) == 4
+    del held, more
+    gc.collect()
+    kernel()  # no kernel held it: read again
+    assert len(reads) == 3
