@@ -183,11 +183,15 @@ MULTI_DEVICE = """
 import sys
 from pathlib import Path
 import jax
-from sweep import engine
+from sweep import engine, reducer
 from sweep.grid import load_spec, parse_spec, plan
 from sweep.run import RunOptions, parse_keep, run_sweep
 
 assert len(jax.devices()) == 2, jax.devices()
+reducer.REDUCE_ROWS = 1  # reduced at every chunk: later chunks are given the host's front
+given = [0]
+real_front = engine.known_front
+engine.known_front = lambda v, dtype: given.append(0 if v is None else len(v)) or real_front(v, dtype)
 spec, out = sys.argv[1], Path(sys.argv[2])
 p = plan(load_spec(spec))
 cols = engine.numeric_columns(p.jobs[0])
@@ -195,6 +199,7 @@ for name, keep in (("all", None), ("pareto", "{pareto}"), ("top", "{top}")):
     # chunk 15 over 2 devices: each takes 8 points, one padded
     run_sweep(p, RunOptions(out=out / name, chunk=15, keep=parse_keep(keep, cols)))
 print("traces", sorted(set(engine.TRACES.values())))
+print("front points given", max(given) > 0)
 """
 
 
@@ -202,6 +207,7 @@ def test_forced_cpu_devices_give_the_same_rows(spec, reference, tmp_path):
     script = MULTI_DEVICE.format(pareto=PARETO, top=TOP)
     out = python_on_cpu_devices(script, spec, tmp_path, devices=2, SWEEP_JAX_CACHE="")
     assert "traces [1]" in out, "one compilation per job, sharded or not"
+    assert "front points given True" in out  # the Pareto run's later chunks had the host's front
     assert as_set(rows_of(tmp_path / "all")) == as_set(reference)
     assert keep_rows(tmp_path / "pareto") == expected_pareto(reference)
     assert keep_rows(tmp_path / "top") == expected_top(reference)
