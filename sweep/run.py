@@ -568,11 +568,11 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     # A Pareto reduction of two objectives passes each chunk the front its reducer holds so far
     # (engine.known_front): the bench's tied grid had 2.0 M rows tied on the fronts of single
     # chunks, 1.3 M of them dominated by rows of earlier jobs, each evaluated again and merged.
-    two = run.reducer is not None and opts.keep.kind == "pareto" and len(opts.keep.columns) == 2
+    fronts = run.reducer if opts.keep.kind == "pareto" and len(opts.keep.columns) == 2 else None
     given: list = [None, engine.known_front(None, run.dtype)]  # the vectors read last, their points
 
     def known() -> np.ndarray:
-        vectors = run.reducer.vectors if two and run.reducer is not None else None
+        vectors = fronts.vectors if fronts is not None else None
         if vectors is not given[0]:  # the reducer replaces its vectors, never changes them
             given[:] = [vectors, engine.known_front(vectors, run.dtype)]
         return given[1]
