@@ -1266,6 +1266,29 @@ def test_device_pareto_prefilter_keeps_the_front_at_any_scale(n, seed, spread, s
     assert_prefilter(got, objs, ok)
 
 
+def sweep_like_chunk(rng, n: int, run: int, tie: int, flaw: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(objs [n, 2], ok)`` shaped like a sweep's chunk: the second objective constant over
+    runs of ``run`` rows (p an outer axis), the first tied over runs of ``tie`` rows (a
+    network setting that does not matter), with a ``flaw``: "none", "inf" (infinite
+    objectives), "not ok" (rows that are not candidates), "odd rows" (scattered rows with a
+    smaller second objective) or "nan" (NaN objectives, one where a block's best would be)."""
+    o2 = np.repeat(rng.integers(1, 6, -(-n // run)), run)[:n].astype(np.float32)
+    levels = rng.random(-(-n // tie)).astype(np.float32) * 10
+    o1 = np.repeat(levels, tie)[:n] + o2  # more GPUs, a worse time at the same setting
+    ok = np.ones(n, dtype=bool)
+    if flaw == "inf":
+        o1[rng.integers(0, n, 3)] = np.inf
+    elif flaw == "not ok":
+        ok = rng.random(n) < 0.9
+    elif flaw == "odd rows":
+        o2[rng.integers(0, n, 20)] = 0.5
+    elif flaw == "nan":  # one a block's best would otherwise be, and scattered ones in either
+        o1[int(np.argmin(o1))] = np.nan
+        o1[rng.integers(0, n, 5)] = np.nan
+        o2[rng.integers(0, n, 5)] = np.nan
+    return np.stack([o1, o2], axis=1), ok
+
+
 @settings(deadline=None, max_examples=60)
 @given(
     n=st.sampled_from([300, 20_000, 70_000]),
@@ -1281,22 +1304,7 @@ def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
     flaws (infinite objectives, rows that are not candidates, rows off their block's best)
     lengthen some, which then take the buckets. Every path must pass on the whole front,
     and nothing the host would not consider: a NaN objective (either one) is never on it."""
-    rng = np.random.default_rng(seed)
-    o2 = np.repeat(rng.integers(1, 6, -(-n // run)), run)[:n].astype(np.float32)
-    levels = rng.random(-(-n // tie)).astype(np.float32) * 10
-    o1 = np.repeat(levels, tie)[:n] + o2  # more GPUs, a worse time at the same setting
-    ok = np.ones(n, dtype=bool)
-    if flaw == "inf":
-        o1[rng.integers(0, n, 3)] = np.inf
-    elif flaw == "not ok":
-        ok = rng.random(n) < 0.9
-    elif flaw == "odd rows":
-        o2[rng.integers(0, n, 20)] = 0.5  # scattered rows with a smaller second objective
-    elif flaw == "nan":  # one a block's best would otherwise be, and scattered ones in either
-        o1[int(np.argmin(o1))] = np.nan
-        o1[rng.integers(0, n, 5)] = np.nan
-        o2[rng.integers(0, n, 5)] = np.nan
-    objs = np.stack([o1, o2], axis=1)
+    objs, ok = sweep_like_chunk(np.random.default_rng(seed), n, run, tie, flaw)
     got = np.asarray(_device_pareto_fast(objs[:, 0], objs[:, 1], ok))
     assert_prefilter(got, objs, ok)
 
@@ -1311,7 +1319,7 @@ _device_pareto_known = jax.jit(engine._pareto_2d, static_argnums=3)
     run=st.sampled_from([1, 128, 30_000]),
     tie=st.sampled_from([1, 100, 100_000]),
     points=st.integers(0, 40),
-    flaw=st.sampled_from(["none", "inf", "not ok", "nan"]),
+    flaw=st.sampled_from(["none", "inf", "not ok", "odd rows", "nan"]),
 )
 def test_device_pareto_drops_what_a_known_front_dominates(n, seed, run, tie, points, flaw):
     """With the points of a front found before (``known``, as engine.known_front gives
@@ -1321,16 +1329,7 @@ def test_device_pareto_drops_what_a_known_front_dominates(n, seed, run, tie, poi
     with the known points near it is short, exactly the rows none of those dominates (so
     rows a known point dominates go)."""
     rng = np.random.default_rng(seed)
-    o2 = np.repeat(rng.integers(1, 6, -(-n // run)), run)[:n].astype(np.float32)
-    o1 = np.repeat(rng.random(-(-n // tie)).astype(np.float32) * 10, tie)[:n] + o2
-    ok = np.ones(n, dtype=bool)
-    if flaw == "inf":
-        o1[rng.integers(0, n, 3)] = np.inf
-    elif flaw == "not ok":
-        ok = rng.random(n) < 0.9
-    elif flaw == "nan":
-        o1[rng.integers(0, n, 5)] = np.nan
-    objs = np.stack([o1, o2], axis=1)
+    objs, ok = sweep_like_chunk(rng, n, run, tie, flaw)
     # a front of earlier rows in the same range, some of them equal to rows of this chunk
     seen = np.concatenate(
         [rng.random((3 * points, 2)) * [12, 6] + [1, 0.5], objs[rng.integers(0, n, points)]]
@@ -1339,7 +1338,7 @@ def test_device_pareto_drops_what_a_known_front_dominates(n, seed, run, tie, poi
     vectors = np.unique(seen[pareto_mask(seen.astype(np.float64))].astype(np.float64), axis=0)
     known = engine.known_front(vectors, np.float32)
     given_points = known.T[np.isfinite(known.T).all(axis=1)]
-    got = np.asarray(_device_pareto_known(o1, o2, ok, False, known))
+    got = np.asarray(_device_pareto_known(objs[:, 0], objs[:, 1], ok, False, known))
     number = ok & ~np.isnan(objs).any(axis=1)
     assert not (got & ~number).any(), "a row that is not a candidate was passed on"
     # the front of these rows and the known points: its rows must all be passed on
