@@ -25,6 +25,13 @@
     fresh process: it must not grow with the grid.
 (e) start-up: wall time of a tiny ``sweep run`` in a fresh process, first and
     second time (the second finds the persistent compilation cache).
+
+``--sections`` picks sections (``--sections a`` for the kernels alone);
+``--chunk-log2`` and ``--reduce-chunk-log2`` set section (a)'s chunk sizes
+(a GPU wants larger chunks than ``sweep run``'s defaults, up to 2^22). On a GPU
+the same script runs unchanged: JAX's preallocation of device memory is off
+(``XLA_PYTHON_CLIENT_PREALLOCATE``), so the ``sweep run`` processes it starts
+find memory free, and "materialised" copies every column to the host.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+# before JAX starts: this process and the sweep runs it starts share one GPU
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax
 import numpy as np
@@ -75,8 +85,24 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
     return path
 
 
+#: Section (a) prints what each compiled program is made of (``--census``).
+CENSUS = False
+#: Section (a) times calls queued back to back (``--queued``) rather than one at a time.
+QUEUED = False
+
+
 def median_rate(fn, calls: list[tuple], points: int, reps: int) -> float:
-    """Configurations/s over several chunks: ``points`` per call, the median of ``reps`` runs of each."""
+    """Configurations/s over several chunks: ``points`` per call, the median of ``reps`` runs of each;
+    with :data:`QUEUED`, the median of ``reps`` runs of all the calls, each queued before the
+    last finished (as a run queues chunks), four times over."""
+    if QUEUED:
+        jax.block_until_ready([fn(*args) for args in calls])
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            jax.block_until_ready([fn(*args) for args in calls * 4])
+            times.append(time.perf_counter() - t)
+        return points * len(calls) * 4 / statistics.median(times)
     total = 0.0
     for args in calls:
         jax.block_until_ready(fn(*args))
@@ -97,7 +123,9 @@ def kernel_section(
     from benchmarks import layerwise, reference
     from sweep.models import to_arrays
 
-    spec = write_spec(tmp, "kernel", list(STRATEGIES), 64, 640)  # 3.2e6 points per job
+    # 3.2e6 points per job (64 x 640 x 13 x 6), more where four chunks of the larger size need it
+    n_alpha = max(640, -(-4 * max(chunk, reduce_chunk) // (64 * 13 * 6)))
+    spec = write_spec(tmp, "kernel", list(STRATEGIES), 64, n_alpha)
     p = plan(load_spec(spec))
     rows = []
     totals = {"mat": 0.0, "fused": 0.0, "pareto": 0.0, "py": 0.0, "layers": 0.0}
@@ -131,7 +159,16 @@ def kernel_section(
         mat, _ = engine.build_chunk_fn(job, chunk, Keep("all"), np.float32)
         fused, _ = engine.build_chunk_fn(job, small, Keep("top", ("t_epoch_s",), 1), np.float32)
         front, _ = engine.build_chunk_fn(job, small, Keep("pareto", ("t_epoch_s", "p")), np.float32)
-        r_mat = median_rate(lambda *a, f=mat: f(*a).floats, every, n_every, reps)
+        # every column to the host, as a sweep that writes every row reads them (on a CPU
+        # np.asarray shares the buffers; on a GPU it copies them)
+        if CENSUS:
+            for what, f, a in (
+                ("all", mat, every[0]),
+                ("top-1", fused, reducing[0]),
+                ("pareto", front, reducing[0]),
+            ):
+                census(job.strategy, what, f, a)
+        r_mat = median_rate(lambda *a, f=mat: jax.tree.map(np.asarray, f(*a)), every, n_every, reps)
         r_fused = median_rate(lambda *a, f=fused: f(*a).count, reducing, n_reducing, reps)
         r_front = median_rate(lambda *a, f=front: f(*a).count, reducing, n_reducing, reps)
         ref = reference.prepare(job.bound.net, job.bound.profile.pytree())
@@ -166,8 +203,17 @@ def kernel_section(
             totals[key] += 1.0 / r
     # the same number of configurations through each of the eight kernels: rows/s overall
     n = len(p.jobs)
-    rows.append(("all eight", *(n / totals[k] for k in ("mat", "fused", "pareto", "py", "layers"))))
+    mat, fused, front, py, layers = (n / totals[k] for k in ("mat", "fused", "pareto", "py", "layers"))
+    rows.append(("all eight", mat, fused, front, py, layers))
     return rows
+
+
+def census(strategy: str, what: str, fn, args: tuple) -> None:
+    """Instruction counts of the compiled program (on a GPU, fusions are kernels launched)."""
+    text = fn.lower(*args).compile().as_text()
+    kinds = re.findall(r"= \S+ (fusion|conditional|while|custom-call|sort|scatter|copy)\(", text)
+    counts = {k: kinds.count(k) for k in sorted(set(kinds))}
+    print(f"    census {strategy:<13} {what:<7} {len(text.splitlines()):>6} lines {counts}", flush=True)
 
 
 def run_section(
@@ -176,7 +222,7 @@ def run_section(
     n_alpha: int,
     keep: str | None,
     p_log2_from: int = 0,
-    strategies: tuple[str, ...] = STRATEGIES,
+    strategies: tuple[str, ...] = tuple(STRATEGIES),
 ) -> tuple[int, int, float, float, float]:
     """``sweep run`` of a bench grid twice (see :func:`cold_warm`)."""
     name = f"e2e-{keep or 'all'}-p{p_log2_from}-{len(strategies)}-{n_alpha}".replace(":", "-").replace(
@@ -262,67 +308,101 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller grids")
     ap.add_argument("--big", action="store_true", help="add the 1e9-point RSS run")
+    ap.add_argument("--sections", default="abcde", help="the sections to run, of a, b (with c), d, e")
+    ap.add_argument("--chunk-log2", type=int, help="section (a): points per chunk writing every row, log2")
+    ap.add_argument("--reduce-chunk-log2", type=int, help="section (a): points per reducing chunk, log2")
+    ap.add_argument("--queued", action="store_true", help="section (a): time calls queued back to back")
+    ap.add_argument(
+        "--census", action="store_true", help="section (a): count the operations of each compiled program"
+    )
     args = ap.parse_args()
+    global QUEUED, CENSUS
+    QUEUED, CENSUS = args.queued, args.census
+    limit = engine.MAX_CHUNK.bit_length() - 1
+    for given in (args.chunk_log2, args.reduce_chunk_log2):
+        if given is not None and not 0 <= given <= limit:
+            ap.error(f"chunk sizes are 2^0 to 2^{limit} (engine.MAX_CHUNK), got 2^{given}")
     threads = backend.start()  # as sweep run sizes XLA's CPU pool (sweep.backend)
     print(
-        f"device: {jax.devices()[0].platform} x{len(jax.devices())}, {os.cpu_count()} CPUs,"
-        f" XLA CPU threads: {threads or 'all'} ({backend.THREADS_ENV} sets it)"
+        f"device: {jax.devices()[0].platform} x{len(jax.devices())} ({jax.devices()[0].device_kind}),"
+        f" {os.cpu_count()} CPUs, XLA CPU threads: {threads or 'all'} ({backend.THREADS_ENV} sets it),"
+        f" JAX {jax.__version__}"
     )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         chunk = ROWS_CHUNK >> 2 if args.quick else ROWS_CHUNK
         reduce_chunk = REDUCE_CHUNK >> 2 if args.quick else REDUCE_CHUNK
-        print(
-            "\n(a) kernel throughput, ResNet-50 (174 layers) on abci, configurations/s;"
-            f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
-        )
-        print(
-            f"{'strategy':<14} {'materialised':>14} {'top-1':>14} {'pareto':>14}"
-            f" {'Python, sums':>14} {'ratio':>8} {'Python, layers':>14} {'ratio':>8}"
-        )
-        for name, r_mat, r_top, r_front, r_py, r_layers in kernel_section(tmp, chunk, reduce_chunk, 5):
+        if args.chunk_log2 is not None:
+            chunk = 1 << args.chunk_log2
+        if args.reduce_chunk_log2 is not None:
+            reduce_chunk = 1 << args.reduce_chunk_log2
+        if "a" in args.sections:
+            kernel_table(tmp, chunk, reduce_chunk)
+        if "b" in args.sections or "c" in args.sections:
+            run_table(tmp, args.quick)
+        if "d" in args.sections:
+            sizes = [10**6, 10**7] if args.quick else [10**6, 10**7, 10**8]
+            if args.big:
+                sizes.append(10**9)
+            print("\n(d) peak RSS of --keep pareto runs (fresh process each)")
+            for points, rss_mb, wall in rss_section(tmp, sizes):
+                print(f"    {points:>14,} points  peak RSS {rss_mb:8.0f} MB  wall {wall:7.1f} s")
+        if "e" in args.sections:
+            first, second = startup_section(tmp)
             print(
-                f"{name:<14} {r_mat:>14,.0f} {r_top:>14,.0f} {r_front:>14,.0f}"
-                f" {r_py:>14,.0f} {r_top / r_py:>7,.0f}x {r_layers:>14,.0f} {r_top / r_layers:>7,.0f}x"
+                f"\n(e) tiny sweep run in a fresh process: first {first:.2f} s, second {second:.2f} s"
+                " (persistent cache)"
             )
-        n_alpha = 100 if args.quick else 1000
-        print(
-            "\n(b, c) sweep run, eight strategies, 100 bandwidths x",
-            n_alpha,
-            "latencies; fresh processes, cold / warm cache (warm process with start-up)",
-        )
-        no_serial = tuple(s for s in STRATEGIES if s != "serial")
-        for keep, p_from, alphas, strategies, what in (
-            (None, 0, n_alpha, STRATEGIES, "every row to Parquet"),
-            ("pareto:t_epoch_s,p", 0, n_alpha, STRATEGIES, "--keep pareto:t_epoch_s,p"),
-            ("pareto:t_epoch_s,p", 3, n_alpha, STRATEGIES, "--keep pareto:t_epoch_s,p, p >= 8"),
-            # no ties on the front: p >= 8 and no serial (all p = 1), 4x the latencies
-            ("pareto:t_epoch_s,p", 3, 4 * n_alpha, no_serial, "... p >= 8, no serial, 4x latencies"),
-        ):
-            size, rows, cold, warm, process = run_section(tmp, 100, alphas, keep, p_from, strategies)
-            print(
-                f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
-                f" ({process:5.2f} s)  = {size / warm:>12,.0f} points/s, {rows / warm:>12,.0f} rows/s (warm)"
-            )
-        if not args.quick:
-            codesign = ROOT / "grids" / "sweeps" / "codesign-resnet50-large.toml"
-            size, rows, cold, warm, process = cold_warm(tmp, "codesign", codesign, "pareto:t_epoch_s,p")
-            what = "codesign-resnet50-large, --keep pareto"
-            print(
-                f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
-                f" ({process:5.2f} s)  = {size / warm:>12,.0f} points/s (warm)"
-            )
-        sizes = [10**6, 10**7] if args.quick else [10**6, 10**7, 10**8]
-        if args.big:
-            sizes.append(10**9)
-        print("\n(d) peak RSS of --keep pareto runs (fresh process each)")
-        for points, rss_mb, wall in rss_section(tmp, sizes):
-            print(f"    {points:>14,} points  peak RSS {rss_mb:8.0f} MB  wall {wall:7.1f} s")
-        first, second = startup_section(tmp)
-        print(
-            f"\n(e) tiny sweep run in a fresh process: first {first:.2f} s, second {second:.2f} s (persistent cache)"
-        )
     print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def kernel_table(tmp: Path, chunk: int, reduce_chunk: int) -> None:
+    print(
+        "\n(a) kernel throughput, ResNet-50 (174 layers) on abci, configurations/s;"
+        f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
+    )
+    print(
+        f"{'strategy':<14} {'materialised':>14} {'top-1':>14} {'pareto':>14}"
+        f" {'Python, sums':>14} {'ratio':>8} {'Python, layers':>14} {'ratio':>8}"
+    )
+    for name, r_mat, r_top, r_front, r_py, r_layers in kernel_section(tmp, chunk, reduce_chunk, 5):
+        print(
+            f"{name:<14} {r_mat:>14,.0f} {r_top:>14,.0f} {r_front:>14,.0f}"
+            f" {r_py:>14,.0f} {r_top / r_py:>7,.0f}x {r_layers:>14,.0f} {r_top / r_layers:>7,.0f}x",
+            flush=True,
+        )
+
+
+def run_table(tmp: Path, quick: bool) -> None:
+    n_alpha = 100 if quick else 1000
+    print(
+        "\n(b, c) sweep run, eight strategies, 100 bandwidths x",
+        n_alpha,
+        "latencies; fresh processes, cold / warm cache (warm process with start-up)",
+    )
+    no_serial = tuple(s for s in STRATEGIES if s != "serial")
+    for keep, p_from, alphas, strategies, what in (
+        (None, 0, n_alpha, tuple(STRATEGIES), "every row to Parquet"),
+        ("pareto:t_epoch_s,p", 0, n_alpha, tuple(STRATEGIES), "--keep pareto:t_epoch_s,p"),
+        ("pareto:t_epoch_s,p", 3, n_alpha, tuple(STRATEGIES), "--keep pareto:t_epoch_s,p, p >= 8"),
+        # no ties on the front: p >= 8 and no serial (all p = 1), 4x the latencies
+        ("pareto:t_epoch_s,p", 3, 4 * n_alpha, no_serial, "... p >= 8, no serial, 4x latencies"),
+    ):
+        size, rows, cold, warm, process = run_section(tmp, 100, alphas, keep, p_from, strategies)
+        print(
+            f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
+            f" ({process:5.2f} s)  = {size / warm:>12,.0f} points/s, {rows / warm:>12,.0f} rows/s (warm)",
+            flush=True,
+        )
+    if not quick:
+        codesign = ROOT / "grids" / "sweeps" / "codesign-resnet50-large.toml"
+        size, rows, cold, warm, process = cold_warm(tmp, "codesign", codesign, "pareto:t_epoch_s,p")
+        what = "codesign-resnet50-large, --keep pareto"
+        print(
+            f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
+            f" ({process:5.2f} s)  = {size / warm:>12,.0f} points/s (warm)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The GPU checks in one call, for a lent GPU machine with JAX (CUDA) and this project's
+# dependencies installed; run from the repository root:
+#
+#     OUT=/tmp/out bash benchmarks/device_check.sh
+#
+# Stages, each under its own time limit, each logged to $OUT/<stage>.log, so that what a
+# stage stopped at its limit printed still comes back:
+#   env    the machine, Python, JAX and its devices;
+#   same   the README's main sweep and the CosmoFlow sweep on the GPU in float32 against the
+#          CPU in float64, every row and column compared (SPEC: float32 within 1e-5 relative);
+#   a20    benchmarks.bench section (a) at sweep run's chunk sizes (2^18 / 2^20);
+#   a22    section (a) at the largest chunk (2^22 both);
+#   a22q   the same, reducing, with calls queued back to back as a run queues them (--queued);
+#   bc     sections (b) and (c): sweep run end to end, cold and warm;
+#   e      section (e): start-up;
+#   tests  the test suite on the GPU (pytest-xdist, 8 workers), one line per test.
+# Not by default (STAGES="d census" ...): d, section (d), peak RSS; census, what each compiled
+# program is made of (on a GPU a fusion is a kernel launched, a conditional a wait for the host).
+set -u
+OUT=${OUT:-/tmp/device-check}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+PY=${PY:-python3}
+STAGES=${STAGES:-"env same a20 a22 a22q bc e tests"}
+
+stage() {
+    local name=$1 limit=$2
+    shift 2
+    case " $STAGES " in *" $name "*) ;; *) return ;; esac
+    local start=$SECONDS
+    echo "== $name (limit ${limit} s)"
+    timeout -k 5 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    echo "   exit $? after $((SECONDS - start)) s"
+}
+
+env_info() {
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+    "$PY" --version
+    "$PY" -c "import jax, jaxlib, numpy, pyarrow, click; print('jax', jax.__version__, 'jaxlib',
+jaxlib.__version__, 'numpy', numpy.__version__, 'pyarrow', pyarrow.__version__); print(jax.devices())"
+    nproc
+}
+
+same_bits() {
+    local tmp
+    tmp=$(mktemp -d)
+    for spec in paper-resnet50-vgg16 cosmoflow-data-spatial; do
+        "$PY" -m sweep.cli run "$spec" -o "$tmp/gpu-$spec" || return 1
+        JAX_PLATFORMS=cpu "$PY" -m sweep.cli run "$spec" -o "$tmp/cpu-$spec" --x64 || return 1
+        "$PY" - "$tmp/gpu-$spec" "$tmp/cpu-$spec" <<'EOF' || return 1
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+gpu, cpu = (ds.dataset(p, format="parquet").to_table() for p in sys.argv[1:3])
+assert gpu.num_rows == cpu.num_rows, (gpu.num_rows, cpu.num_rows)
+keys = [f.name for f in cpu.schema if not pa.types.is_floating(f.type)]
+plain = [f.name for f in cpu.schema if not pa.types.is_dictionary(f.type) and f.name in keys]
+order = [(k, "ascending") for k in plain]
+gpu, cpu = gpu.sort_by(order), cpu.sort_by(order)
+worst = ("", 0.0)
+for name in cpu.column_names:
+    a = np.asarray(gpu.column(name).to_pylist() if name in keys else gpu.column(name).to_numpy())
+    b = np.asarray(cpu.column(name).to_pylist() if name in keys else cpu.column(name).to_numpy())
+    if name in keys:
+        assert (a == b).all(), f"{name}: the rows' configurations differ"
+        continue
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    assert (np.isfinite(a) == np.isfinite(b)).all(), f"{name}: finite in one run only"
+    fin = np.isfinite(b)
+    rel = np.abs(a[fin] - b[fin]) / np.maximum(np.abs(b[fin]), 1e-300)
+    if rel.size and rel.max() > worst[1]:
+        worst = (name, float(rel.max()))
+print(f"{sys.argv[1]}: {cpu.num_rows} rows, GPU float32 against CPU float64: largest relative difference"
+      f" {worst[1]:.2e} ({worst[0]})")
+assert worst[1] <= 1e-5, "over 1e-5"
+EOF
+    done
+}
+
+export PY
+export -f env_info same_bits
+stage env 20 bash -c env_info
+stage same 80 bash -c same_bits
+stage a20 90 "$PY" -m benchmarks.bench --sections a
+stage a22 90 "$PY" -m benchmarks.bench --sections a --chunk-log2 22 --reduce-chunk-log2 22
+stage a22q 90 "$PY" -m benchmarks.bench --sections a --chunk-log2 20 --reduce-chunk-log2 22 --queued
+stage bc 170 "$PY" -m benchmarks.bench --sections bc
+stage e 30 "$PY" -m benchmarks.bench --sections e
+stage d 75 "$PY" -m benchmarks.bench --sections d
+# pytest-benchmark, if installed, warns under xdist, and the project's filterwarnings makes that an error
+stage tests 150 "$PY" -m pytest -p no:cacheprovider -p no:benchmark -n 8 -v --timeout 120 -o addopts=""
+stage census 60 "$PY" -m benchmarks.bench --quick --sections a --census
+
+# the end of each log: the reply shows only the last 12,000 characters of the output
+for name in $STAGES; do
+    [ -f "$OUT/$name.log" ] || continue
+    echo "---- $name"
+    case $name in
+        tests) grep -E "FAILED|ERROR|passed|failed" "$OUT/$name.log" | tail -n 40 ;;
+        census) grep -E "census (data|serial) " "$OUT/$name.log" ;;
+        *) tail -n 16 "$OUT/$name.log" ;;
+    esac
+done
