@@ -65,7 +65,10 @@ def derive(cost: Cost) -> Derived:
     return Derived(
         t_comm_s=t_comm,
         t_epoch_s=t_epoch,
-        t_iter_s=t_epoch / cost.iterations,
+        # a product by 1 / I, not a quotient: XLA rewrites a quotient by a broadcast I (in a
+        # sweep, where I is broadcast over the axes vmapped after b) into this product, and only
+        # in some chunk layouts, so the quotient came out a last bit apart between them
+        t_iter_s=t_epoch * (1.0 / cost.iterations),
         feasible=cost.limit == OK,
         gpu_hours=cost.p * t_epoch / 3600.0,
     )
