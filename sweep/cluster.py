@@ -102,14 +102,15 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
     built = _BUILT.get(task.key)
     if built is None:
         inputs = engine.device_inputs(task.job, dtype)
-        fn = engine.compile_chunk_fn(task.job, task.chunk, task.keep, dtype, inputs)
+        size = engine.program_chunk(task.job, task.chunk)
+        fn = engine.compile_chunk_fn(task.job, size, task.keep, dtype, inputs)
         # one Again per kernel, so its fallback compiles once per worker
         built = (fn, inputs, engine.Again(task.job, dtype))
         while len(_BUILT) >= CACHE_SIZE:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[task.key] = built
     fn, inputs, again = built
-    info = engine.decode_info(task.job, start, task.chunk)
+    info = engine.decode_info(task.job, start, engine.program_chunk(task.job, task.chunk))
     out = fn(*inputs, info, np.int32(n_real), engine.known_front(None, dtype))
     if task.keep.reduces:
         return engine.survivors(out, again.at(start))

@@ -582,7 +582,8 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
         for i, (span, units, head) in enumerate(work):
             while submitted < len(work) and submitted <= i + PREPARE_THREADS:
                 upcoming = work[submitted][0].job
-                ahead.append(pool.submit(engine.prepare, upcoming, opts.chunk, opts.keep, run.dtype))
+                size = engine.program_chunk(upcoming, opts.chunk)
+                ahead.append(pool.submit(engine.prepare, upcoming, size, opts.keep, run.dtype))
                 if tied:
                     prepare_fallback(submitted)
                 submitted += 1
@@ -595,7 +596,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                 current = None
                 if unit is not None:
                     _span, number, start, n_real = unit
-                    info = engine.decode_info(job, start, opts.chunk)
+                    info = engine.decode_info(job, start, engine.program_chunk(job, opts.chunk))
                     out = fn(net, machine, values, info, np.int32(n_real), known())
                     current = (number, start, n_real, out)
                 if pending is not None:

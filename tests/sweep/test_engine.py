@@ -1081,6 +1081,16 @@ def test_decode_info_digits_are_the_start_digits(chunk):
         _check_info(job, start, chunk)
 
 
+def test_program_chunk_fits_a_small_job():
+    job = _job({"p": np.arange(1, 4), "b": np.arange(1, 36)}, index=950)  # 105 points
+    assert engine.program_chunk(job, 1 << 18) == 128
+    assert engine.program_chunk(job, 64) == 64  # a job of several chunks keeps the run's
+    assert engine.program_chunk(job, 105) == 105
+    assert engine.program_chunk(job, 106) == 128
+    one = _job({"p": np.arange(1, 2)}, index=951)
+    assert engine.program_chunk(one, 1 << 20) == 1
+
+
 # ----------------------------------------------------------------------------- pareto
 
 
