@@ -28,7 +28,7 @@
 
 ``--sections`` picks sections (``--sections a`` for the kernels alone);
 ``--chunk-log2`` and ``--reduce-chunk-log2`` set section (a)'s chunk sizes
-(a GPU wants larger chunks than ``sweep run``'s defaults, up to 2^22). On a GPU
+(a GPU wants larger chunks than ``sweep run``'s defaults, up to 2^26). On a GPU
 the same script runs unchanged: JAX's preallocation of device memory is off
 (``XLA_PYTHON_CLIENT_PREALLOCATE``), so the ``sweep run`` processes it starts
 find memory free, and "materialised" copies every column to the host.

@@ -173,7 +173,9 @@ def plan(spec_path) -> None:
 @click.option("--only-feasible", is_flag=True, help="Write only feasible rows.")
 @click.option("--columns", help="Comma-separated columns to write (default all).")
 @click.option("--keep", "keep_text", help="In-stream reduction: pareto:COL,COL or top:K:COL.")
-@click.option("--chunk", type=int, help="Points per device chunk [default: 2^20 with --keep, else 2^18].")
+@click.option(
+    "--chunk", type=int, help="Points per device chunk [default: 2^20 with --keep, else 2^18; at most 2^26]."
+)
 @click.option(
     "--shard",
     "shard_text",

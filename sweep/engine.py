@@ -41,9 +41,22 @@ from sweep import traced
 from sweep.evaluate import CONFIG_COLUMNS, RESULT_COLUMNS, point_fn
 from sweep.grid import CONFIG_AXES, Job
 
-_BIG = 1 << 23  # strides above this use the carry-by-threshold form
-#: Largest chunk: offsets and digits stay exact integers in float32 (< 2**24).
-MAX_CHUNK = 1 << 22
+#: Chunks up to this many points decode their points in float32, whose whole numbers are exact
+#: below 2**24 and whose division vectorises on CPUs (integer division does not); larger
+#: chunks decode in int32.
+FLOAT_CHUNK = 1 << 22
+#: Largest chunk. Its device memory grows with it: a GPU's fixed cost per call is what a
+#: larger chunk spreads (README, On a GPU).
+MAX_CHUNK = 1 << 26
+
+
+def _big_stride(chunk: int) -> int:
+    """Outer strides above this use the carry-by-threshold form (:func:`decode_info`): the
+    plain form adds a stride's remainder and a box count, which must stay exact (below
+    2**24 in float32, 2**31 in int32); the threshold form needs box counts below it."""
+    return 1 << 23 if chunk <= FLOAT_CHUNK else 1 << 30
+
+
 #: Survivors a reducing chunk returns compacted (see :func:`survivors`).
 COMPACT_ROWS = 4096
 #: Candidates evaluated again per call when a chunk has more than it compacts (:class:`Again`).
@@ -111,17 +124,18 @@ def decode_info(job: Job, start: int, chunk: int) -> np.ndarray:
     radices = [len(v) for v in job.axes.values()]
     j = inner_split(radices, chunk)
     outer, w = divmod(start, math.prod(radices[j:]))
+    limit = _big_stride(chunk)
     rows = []
     for i in range(j):
         stride = math.prod(radices[i + 1 : j])
         q, m = divmod(outer, stride)
-        big = stride > _BIG
+        big = stride > limit
         rows.append(
             [
                 q % radices[i],
                 0 if big else m,
                 1 if big else stride,
-                min(stride - m, _BIG) if big else 0,
+                min(stride - m, limit) if big else 0,
                 int(big),
             ]
         )
@@ -715,30 +729,45 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         return nest(net, machine, values, at, n_outer)
 
     radix = np.asarray(radices[:n_outer], np.float32)[:, None]
+    by_floats = chunk <= FLOAT_CHUNK
 
     def run(net, machine, values, info, n_real, known, offset, size):
-        """``size`` points at local offsets ``offset + arange(size)`` of the chunk.
+        """``size`` points at local offsets ``offset + arange(size)`` of the chunk (``offset``
+        int32).
 
         The points lie in ``n_box`` consecutive inner boxes from outer index
         ``o + q``; every point of those boxes is evaluated and the window of
         ``size`` points cut out.
         """
-        w = info[n_outer, 0].astype(jnp.float32) + offset  # first point, from the start of box o
-        q = _floor_div(w, jnp.float32(box))
-        window = (w - q * box).astype(jnp.int32)
         n_box = (size - 1) // box + 2 if box > 1 else size
-        # Mixed-radix decode of the outer indices in exact small-integer float
-        # arithmetic (vectorises on CPUs, where integer division does not):
-        # digit = (q + carry) mod r.
-        fi = info[:n_outer].astype(jnp.float32)
-        k = q + jnp.arange(n_box, dtype=jnp.float32)
-        carry = jnp.where(
-            info[:n_outer, 4:5] == 1,
-            (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
-            _floor_div(fi[:, 1:2] + k[None, :], fi[:, 2:3]),
-        )
-        total = fi[:, 0:1] + carry
-        digits = (total - radix * _floor_div(total, radix)).astype(jnp.int32)
+        # Mixed-radix decode of the outer indices: digit = (q + carry) mod r.
+        if by_floats:
+            # in exact small-integer float arithmetic (vectorises on CPUs, where integer
+            # division does not)
+            at = offset.astype(jnp.float32)
+            w = info[n_outer, 0].astype(jnp.float32) + at  # first point, from the start of box o
+            q = _floor_div(w, jnp.float32(box))
+            window = (w - q * box).astype(jnp.int32)
+            fi = info[:n_outer].astype(jnp.float32)
+            k = q + jnp.arange(n_box, dtype=jnp.float32)
+            carry = jnp.where(
+                info[:n_outer, 4:5] == 1,
+                (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
+                _floor_div(fi[:, 1:2] + k[None, :], fi[:, 2:3]),
+            )
+            total = fi[:, 0:1] + carry
+            digits = (total - radix * _floor_div(total, radix)).astype(jnp.int32)
+        else:
+            w = info[n_outer, 0] + offset
+            q = w // box
+            window = w - q * box
+            k = q + jnp.arange(n_box, dtype=jnp.int32)
+            carry = jnp.where(
+                info[:n_outer, 4:5] == 1,
+                (k[None, :] >= info[:n_outer, 3:4]).astype(jnp.int32),
+                (info[:n_outer, 1:2] + k[None, :]) // info[:n_outer, 2:3],
+            )
+            digits = (info[:n_outer, 0:1] + carry) % radix.astype(np.int32)
         floats, ints, limit, fits = jax.vmap(outer_point, in_axes=(None, None, None, 0))(
             net, machine, values, digits.T
         )
@@ -747,10 +776,13 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         # the window [window, window + size). Reductions never copy the window out.
         width = n_box * box
         pos = jnp.arange(width, dtype=jnp.int32) - window  # offset from this device's first point
-        k = offset + pos.astype(jnp.float32)
-        mask = (pos >= 0) & (pos < size) & (k < n_real) & fits.reshape(-1)
+        if by_floats:
+            k = at + pos.astype(jnp.float32)
+            mask = (pos >= 0) & (pos < size) & (k < n_real) & fits.reshape(-1)
+        else:
+            mask = (pos >= 0) & (pos < size) & (offset + pos < n_real) & fits.reshape(-1)
         limit = limit.reshape(-1)
-        lead = window - offset.astype(jnp.int32)  # output position minus chunk offset
+        lead = window - offset  # output position minus chunk offset
         if not keep.reduces:
             # stacked in the columns' own shape, then flattened: a stack of flattened columns
             # indexed every element back into the boxes by division (1.7x slower on a CPU)
@@ -789,14 +821,14 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
 
         def single(net, machine, values, info, n_real, known):
             TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-            return run(net, machine, values, info, n_real, known, jnp.float32(0), chunk)
+            return run(net, machine, values, info, n_real, known, jnp.int32(0), chunk)
 
         return jax.jit(single), compact
 
     mesh = device_mesh(devices)
 
     def part(net, machine, values, info, n_real, known):
-        offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.float32)
+        offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.int32)
         out = run(net, machine, values, info, n_real, known, offset, per)
         out = out._replace(lead=out.lead.reshape(1))
         return out if out.count is None else out._replace(count=out.count.reshape(1))

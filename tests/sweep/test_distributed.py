@@ -210,6 +210,8 @@ for name, keep in (("all", None), ("pareto", "{pareto}"), ("top", "{top}")):
     # chunk 15 over 2 devices: each takes 8 points, one padded
     run_sweep(p, RunOptions(out=out / name, chunk=15, keep=parse_keep(keep, cols)))
 print("traces", sorted(set(engine.TRACES.values())))
+engine.FLOAT_CHUNK = 0  # each device's points decoded in int32, as chunks above 2^22 are
+run_sweep(p, RunOptions(out=out / "all-int32", chunk=15))
 print("front points given", max(given) > 0)
 """
 
@@ -235,6 +237,7 @@ def test_forced_cpu_devices_give_the_same_rows(spec, reference, tmp_path):
     assert "traces [1]" in out, "one compilation per job, sharded or not"
     assert "front points given True" in out  # the Pareto run's later chunks had the host's front
     assert as_set(rows_of(tmp_path / "all")) == as_set(reference)
+    assert as_set(rows_of(tmp_path / "all-int32")) == as_set(reference)
     assert keep_rows(tmp_path / "pareto") == expected_pareto(reference)
     assert keep_rows(tmp_path / "top") == expected_top(reference)
 

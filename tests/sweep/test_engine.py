@@ -1030,8 +1030,17 @@ def _device_digits(job: Job, chunk: int, starts, dtype=np.float32) -> None:
         np.testing.assert_array_equal(got, want, err_msg=f"start {start}")
 
 
+@pytest.fixture(params=["float32", "int32"])
+def decode_by(request, monkeypatch):
+    """Both decodes: float32 (chunks up to engine.FLOAT_CHUNK) and int32 (larger chunks),
+    the latter forced at these small chunks."""
+    if request.param == "int32":
+        monkeypatch.setattr(engine, "FLOAT_CHUNK", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("chunk", [16, 128, 1024])  # inner box of 1, 7 and 35 points
-def test_device_decoding_small_radices_every_start(chunk):
+def test_device_decoding_small_radices_every_start(chunk, decode_by):
     job = _job(
         {
             "p": np.arange(1, 4),
@@ -1044,7 +1053,7 @@ def test_device_decoding_small_radices_every_start(chunk):
     _device_digits(job, chunk, range(job.size))
 
 
-def test_device_decoding_beyond_2_31_points():
+def test_device_decoding_beyond_2_31_points(decode_by):
     n = 3000
     job = _job(
         {
@@ -1068,17 +1077,51 @@ def test_device_decoding_beyond_2_31_points():
 
 
 @pytest.mark.parametrize("n", [97, 193, 49999])
-def test_device_decoding_radices_whose_reciprocal_rounds_down(n):
+def test_device_decoding_radices_whose_reciprocal_rounds_down(n, decode_by):
     """97 * float32(1/97) < 1: a decode by reciprocal multiply must still give digit 0 of the next p."""
     job = _job({"p": np.arange(1, 4), "b": np.arange(1, n + 1)}, index=903 + n)
     _device_digits(job, 64, sorted({0, n - 5, 2 * n - 7, job.size - 64}))
 
 
 @pytest.mark.parametrize("chunk", [64, 1024, 8192])  # inner box of 1, 13 and 143 points
-def test_decode_info_digits_are_the_start_digits(chunk):
+def test_decode_info_digits_are_the_start_digits(chunk, decode_by):
     job = _job({"p": np.arange(1, 8), "b": np.arange(1, 12), "S": np.arange(1, 14)}, index=902)
     for start in range(0, job.size, 37):
         _check_info(job, start, chunk)
+
+
+def test_chunks_beyond_float32_decode_keep_the_same_rows(tmp_path):
+    """A chunk of 5 M points, above engine.FLOAT_CHUNK, decodes in int32 (the decode itself
+    is checked point by point above, forced at small chunks): its top 50 and Pareto front
+    equal those of 2^20-point chunks, row for row. 6.24 M points in one job, two chunks:
+    13 p x 2 b x 400 bandwidths x 600 latencies."""
+    from sweep.grid import load_spec, plan
+    from sweep.run import RunOptions, parse_keep, run_sweep
+
+    spec = tmp_path / "big.toml"
+    spec.write_text(
+        f"""name = "big"
+model = "{grids.MODELS / "tiny-cnn.toml"}"
+machine = "abci"
+strategies = ["data"]
+[axes]
+p = {{ log2 = [0, 12] }}
+b = [8, 32]
+inter_bandwidth_Bps = {{ linspace = [12.5e9, 100e9, 400] }}
+inter_alpha_s = {{ linspace = [1e-6, 50e-6, 600] }}
+"""
+    )
+    p = plan(load_spec(spec))
+    assert p.jobs[0].size == 6_240_000 > 5_000_000 > engine.FLOAT_CHUNK
+    for keep in ("top:50:t_epoch_s", "pareto:t_epoch_s,p"):
+        tables = []
+        for chunk in (1 << 20, 5_000_000):
+            out = tmp_path / f"{keep.split(':')[0]}-{chunk}"
+            keeping = parse_keep(keep, engine.numeric_columns(p.jobs[0]))
+            run_sweep(p, RunOptions(out=out, chunk=chunk, keep=keeping))
+            tables.append(pq.read_table(out / "part-keep.parquet").to_pylist())
+        assert tables[0] == tables[1], keep
+        assert len(tables[0]) >= 50
 
 
 def test_program_chunk_fits_a_small_job():
