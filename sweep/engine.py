@@ -23,6 +23,7 @@ contiguous shards of ``sweep run --shard K/N``.
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import math
@@ -850,6 +851,17 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
 def local_devices() -> list:
     """The devices a chunk is spread over: every local device of JAX's default backend."""
     return jax.local_devices()
+
+
+def describe_devices(devices=None) -> str:
+    """Where chunks run, for a person: ``"1 gpu (NVIDIA H200)"``, ``"2 cpu"`` (a CUDA jaxlib
+    that fell back to the CPU shows here)."""
+    devices = devices if devices is not None else local_devices()
+    kinds = collections.Counter((d.platform, d.device_kind) for d in devices)
+    return ", ".join(
+        f"{n} {platform}" + (f" ({kind})" if platform != "cpu" else "")
+        for (platform, kind), n in kinds.items()
+    )
 
 
 def device_mesh(devices=None) -> Mesh:

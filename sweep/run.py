@@ -322,6 +322,8 @@ class _Run:
             "complete": False,
             "compression": opts.compression,
             "schema": schema.to_json(),
+            # this run's, local or Dask's driver (a resumed run may have run elsewhere)
+            "devices": "Dask workers" if opts.dask is not None else engine.describe_devices(),
         }
         if opts.shard is not None:
             self.manifest["shard"] = {"k": opts.shard.k, "n": opts.shard.n}

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 from click.testing import CliRunner
 
@@ -513,9 +514,30 @@ def test_run_writes_to_outputs_spec_name_by_default(runner, tmp_path, monkeypatc
     result = invoke(runner, "run", spec, "--chunk", "8")
     assert result.exit_code == 0, result.output
     assert "2 rows written" in result.stdout
+    # where it ran: a CUDA jaxlib that fell back to the CPU shows here
+    platform = jax.default_backend()
+    assert f"; on {len(jax.local_devices())} {platform}" in result.stdout
     folder = tmp_path / "outputs" / "tiny"
     assert (folder / "_manifest.json").is_file()
+    devices = json.loads((folder / "_manifest.json").read_text())["devices"]
+    assert devices.startswith(f"{len(jax.local_devices())} {platform}")
     assert len(list(folder.glob("part-*.parquet"))) == 1
+
+
+def test_describe_devices_names_accelerators_and_counts():
+    class Device:
+        def __init__(self, platform, kind):
+            self.platform, self.device_kind = platform, kind
+
+    from sweep import engine
+
+    assert engine.describe_devices([Device("cpu", "cpu")] * 2) == "2 cpu"
+    h200 = Device("gpu", "NVIDIA H200")
+    assert engine.describe_devices([h200, h200]) == "2 gpu (NVIDIA H200)"
+    assert (
+        engine.describe_devices([h200, Device("gpu", "NVIDIA H100")])
+        == "1 gpu (NVIDIA H200), 1 gpu (NVIDIA H100)"
+    )
 
 
 def test_run_into_a_folder_that_cannot_be_made_is_one_line(runner, tmp_path):
