@@ -159,8 +159,6 @@ def kernel_section(
         mat, _ = engine.build_chunk_fn(job, chunk, Keep("all"), np.float32)
         fused, _ = engine.build_chunk_fn(job, small, Keep("top", ("t_epoch_s",), 1), np.float32)
         front, _ = engine.build_chunk_fn(job, small, Keep("pareto", ("t_epoch_s", "p")), np.float32)
-        # every column to the host, as a sweep that writes every row reads them (on a CPU
-        # np.asarray shares the buffers; on a GPU it copies them)
         if CENSUS:
             for what, f, a in (
                 ("all", mat, every[0]),
@@ -168,6 +166,8 @@ def kernel_section(
                 ("pareto", front, reducing[0]),
             ):
                 census(job.strategy, what, f, a)
+        # every column to the host, as a sweep that writes every row reads them (on a CPU
+        # np.asarray shares the buffers; on a GPU it copies them)
         r_mat = median_rate(lambda *a, f=mat: jax.tree.map(np.asarray, f(*a)), every, n_every, reps)
         r_fused = median_rate(lambda *a, f=fused: f(*a).count, reducing, n_reducing, reps)
         r_front = median_rate(lambda *a, f=front: f(*a).count, reducing, n_reducing, reps)

@@ -591,6 +591,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                 submitted += 1
             fn, (net, machine, values), whole = ahead.popleft().result()
             job = span.job
+            size = engine.program_chunk(job, opts.chunk)  # as the job's program was compiled
             fallback = fallbacks.pop(i, None)
             again = engine.Again(job, run.dtype, points=fallback.result if fallback is not None else None)
             pending = None
@@ -598,7 +599,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                 current = None
                 if unit is not None:
                     _span, number, start, n_real = unit
-                    info = engine.decode_info(job, start, engine.program_chunk(job, opts.chunk))
+                    info = engine.decode_info(job, start, size)
                     out = fn(net, machine, values, info, np.int32(n_real), known())
                     current = (number, start, n_real, out)
                 if pending is not None:

@@ -137,10 +137,11 @@ def test_reference_has_ties_and_skipped_points(reference):
 
 @pytest.mark.parametrize("chunk", [1, 128, 1 << 18])
 def test_chunk_size_does_not_change_a_bit(spec, reference, tmp_path, chunk):
-    """Chunks of 1 and 16 points decode every axis; 128 points vmap the 5 bandwidths (an inner
-    box holds at most chunk / 16 points), 2^18 the whole job. Each layout gives XLA other broadcasts to simplify (it turned t_epoch / I,
-    with I broadcast over the inner box, into a product by 1 / I), and every row and
-    column must still come out bit for bit the same."""
+    """Chunks of 1 and 16 points decode every axis; 128 points vmap the 5 bandwidths (an
+    inner box holds at most chunk / 16 points), 2^18 the whole job. Each layout gives XLA
+    other broadcasts to simplify (it turned t_epoch / I, with I broadcast over the inner
+    box, into a product by 1 / I), and every row and column must come out bit for bit the
+    same."""
     run_api(spec, tmp_path / "out", chunk=chunk)
     assert rows_of(tmp_path / "out") == reference
 
