@@ -28,7 +28,8 @@
 
 ``--sections`` picks sections (``--sections a`` for the kernels alone);
 ``--chunk-log2`` and ``--reduce-chunk-log2`` set section (a)'s chunk sizes
-(a GPU wants larger chunks than ``sweep run``'s defaults, up to 2^26). On a GPU
+(a GPU wants larger chunks than ``sweep run``'s defaults, up to 2^26), and
+``--run-chunk-log2`` the ``--chunk`` of sections (b) and (c)'s runs. On a GPU
 the same script runs unchanged: JAX's preallocation of device memory is off
 (``XLA_PYTHON_CLIENT_PREALLOCATE``), so the ``sweep run`` processes it starts
 find memory free, and "materialised" copies every column to the host.
@@ -85,6 +86,8 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
     return path
 
 
+#: Sections (b) and (c) pass ``--chunk`` this (``--run-chunk-log2``; 0: ``sweep run``'s default).
+RUN_CHUNK = 0
 #: Section (a) prints what each compiled program is made of (``--census``).
 CENSUS = False
 #: Section (a) times calls queued back to back (``--queued``) rather than one at a time.
@@ -251,6 +254,8 @@ def cold_warm(
     command = [sys.executable, "-m", "sweep.cli", "run", str(spec_path), "-o", str(tmp / name), "--overwrite"]
     if keep:
         command += ["--keep", keep]
+    if RUN_CHUNK:
+        command += ["--chunk", str(RUN_CHUNK)]
     env = {**os.environ, "SWEEP_JAX_CACHE": str(tmp / f"jax-cache-{name}")}
     walls, rows, points, process = [], 0, 0, 0.0
     for _ in range(2):
@@ -312,14 +317,16 @@ def main() -> None:
     ap.add_argument("--chunk-log2", type=int, help="section (a): points per chunk writing every row, log2")
     ap.add_argument("--reduce-chunk-log2", type=int, help="section (a): points per reducing chunk, log2")
     ap.add_argument("--queued", action="store_true", help="section (a): time calls queued back to back")
+    ap.add_argument("--run-chunk-log2", type=int, help="sections (b), (c): sweep run --chunk, log2")
     ap.add_argument(
         "--census", action="store_true", help="section (a): count the operations of each compiled program"
     )
     args = ap.parse_args()
-    global QUEUED, CENSUS
+    global QUEUED, CENSUS, RUN_CHUNK
     QUEUED, CENSUS = args.queued, args.census
+    RUN_CHUNK = 1 << args.run_chunk_log2 if args.run_chunk_log2 is not None else 0
     limit = engine.MAX_CHUNK.bit_length() - 1
-    for given in (args.chunk_log2, args.reduce_chunk_log2):
+    for given in (args.chunk_log2, args.reduce_chunk_log2, args.run_chunk_log2):
         if given is not None and not 0 <= given <= limit:
             ap.error(f"chunk sizes are 2^0 to 2^{limit} (engine.MAX_CHUNK), got 2^{given}")
     threads = backend.start()  # as sweep run sizes XLA's CPU pool (sweep.backend)
@@ -339,7 +346,7 @@ def main() -> None:
         if "a" in args.sections:
             kernel_table(tmp, chunk, reduce_chunk)
         if "b" in args.sections or "c" in args.sections:
-            run_table(tmp, args.quick)
+            run_table(tmp, args.quick, "b" in args.sections, "c" in args.sections)
         if "d" in args.sections:
             sizes = [10**6, 10**7] if args.quick else [10**6, 10**7, 10**8]
             if args.big:
@@ -373,7 +380,8 @@ def kernel_table(tmp: Path, chunk: int, reduce_chunk: int) -> None:
         )
 
 
-def run_table(tmp: Path, quick: bool) -> None:
+def run_table(tmp: Path, quick: bool, every_row: bool = True, reducing: bool = True) -> None:
+    """Section (b), every row written, and section (c), ``--keep pareto`` runs."""
     n_alpha = 100 if quick else 1000
     print(
         "\n(b, c) sweep run, eight strategies, 100 bandwidths x",
@@ -388,13 +396,15 @@ def run_table(tmp: Path, quick: bool) -> None:
         # no ties on the front: p >= 8 and no serial (all p = 1), 4x the latencies
         ("pareto:t_epoch_s,p", 3, 4 * n_alpha, no_serial, "... p >= 8, no serial, 4x latencies"),
     ):
+        if not (reducing if keep else every_row):
+            continue
         size, rows, cold, warm, process = run_section(tmp, 100, alphas, keep, p_from, strategies)
         print(
             f"    {what:<36} {size:>13,} points {rows:>12,} rows  {cold:6.2f} s / {warm:6.2f} s"
             f" ({process:5.2f} s)  = {size / warm:>12,.0f} points/s, {rows / warm:>12,.0f} rows/s (warm)",
             flush=True,
         )
-    if not quick:
+    if reducing and not quick:
         codesign = ROOT / "grids" / "sweeps" / "codesign-resnet50-large.toml"
         size, rows, cold, warm, process = cold_warm(tmp, "codesign", codesign, "pareto:t_epoch_s,p")
         what = "codesign-resnet50-large, --keep pareto"
