@@ -268,11 +268,10 @@ def run(
     wall = time.perf_counter() - started
     what = f"shard {shard}: " if shard else ""
     kept = "kept (this shard's front or top-k) in" if shard and keep.reduces else "written to"
-    where = "Dask workers" if dask_address is not None else engine.describe_devices()
     click.echo(
         f"{what}{summary.rows:,} rows {kept} {summary.folder} ({summary.points:,} points evaluated "
         f"in {wall:.2f} s, {summary.points / wall if wall else 0:,.0f} points/s; "
-        f"{summary.points_per_s:,.0f} points/s after start-up; on {where})"
+        f"{summary.points_per_s:,.0f} points/s after start-up; on {summary.devices})"
     )
     if shard:
         click.echo(f"when all {shard.n} shards are done: sweep merge {summary.folder}")

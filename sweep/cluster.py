@@ -50,7 +50,7 @@ WINDOW_PER_THREAD = 3
 #: Built chunk functions a worker process keeps (one per job of the runs it served last).
 CACHE_SIZE = 32
 
-_BUILT: dict[str, tuple[Callable, tuple, engine.Again]] = {}
+_BUILT: dict[str, tuple[Callable, tuple, engine.Again, int]] = {}
 
 
 @dataclass(frozen=True)
@@ -105,12 +105,12 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
         size = engine.program_chunk(task.job, task.chunk)
         fn = engine.compile_chunk_fn(task.job, size, task.keep, dtype, inputs)
         # one Again per kernel, so its fallback compiles once per worker
-        built = (fn, inputs, engine.Again(task.job, dtype))
+        built = (fn, inputs, engine.Again(task.job, dtype), size)
         while len(_BUILT) >= CACHE_SIZE:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[task.key] = built
-    fn, inputs, again = built
-    info = engine.decode_info(task.job, start, engine.program_chunk(task.job, task.chunk))
+    fn, inputs, again, size = built
+    info = engine.decode_info(task.job, start, size)
     out = fn(*inputs, info, np.int32(n_real), engine.known_front(None, dtype))
     if task.keep.reduces:
         return engine.survivors(out, again.at(start))

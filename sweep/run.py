@@ -125,6 +125,8 @@ class RunSummary:
     chunks: int
     seconds: float
     folder: Path
+    #: Where the chunks ran (the manifest's ``devices``).
+    devices: str = ""
 
     @property
     def points_per_s(self) -> float:
@@ -470,7 +472,12 @@ class _Run:
     def summary(self) -> RunSummary:
         seconds = time.perf_counter() - self.started
         return RunSummary(
-            self.manifest["rows"], self.points_this_run, self.chunks_this_run, seconds, self.folder
+            self.manifest["rows"],
+            self.points_this_run,
+            self.chunks_this_run,
+            seconds,
+            self.folder,
+            self.manifest["devices"],
         )
 
 
@@ -487,7 +494,7 @@ def run_sweep(
     backend.start()  # unless JAX is already running in this process
     run = _Run(plan, opts)
     if run.complete:
-        return RunSummary(int(run.previous["rows"]), 0, 0, 0.0, run.folder)
+        return RunSummary(int(run.previous["rows"]), 0, 0, 0.0, run.folder, run.manifest["devices"])
     client, owned = None, []
     if opts.dask is not None:  # before the first manifest: a bad address leaves nothing behind
         from sweep import cluster
