@@ -320,9 +320,11 @@ def _front_points(r1, r2, k: int):
         b = jnp.min(jnp.where(below & (r1 == a), r2, inf))
         return jnp.where(a < inf, b, -inf), f1.at[j].set(a), f2.at[j].set(b)
 
-    none = jnp.full((k,), inf, r1.dtype)
+    # infinity, of r1: under shard_map a loop's carry must vary over the devices as its result does
+    start = jnp.where(jnp.isnan(r1[0]), inf, inf)
+    none = jnp.broadcast_to(start, (k,))
     unroll = 1 if jax.default_backend() == "cpu" else k
-    y, f1, f2 = jax.lax.fori_loop(0, k, step, (inf, none, none), unroll=unroll)
+    y, f1, f2 = jax.lax.fori_loop(0, k, step, (start, none, none), unroll=unroll)
     count = jnp.sum(f1 < inf) + jnp.any(r2 < y)
     return f1, f2, count.astype(jnp.int32)
 
