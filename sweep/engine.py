@@ -752,6 +752,14 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
 
     radix = np.asarray(radices[:n_outer], np.float32)[:, None]
     by_floats = chunk <= FLOAT_CHUNK
+    # A swept machine parameter is a column of axis digits, in the order the spec lists its
+    # values: reduced by the rank of its value (equal values, equal ranks), which orders
+    # rows as the values do, exactly in any dtype.
+    ranks = {
+        c: np.unique(job.axes[c], return_inverse=True)[1].reshape(-1)
+        for c in keep.columns
+        if c in job.machine_axes
+    }
 
     def run(net, machine, values, info, n_real, known, offset, size):
         """``size`` points at local offsets ``offset + arange(size)`` of the chunk (``offset``
@@ -813,7 +821,10 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         flat = {name: c.reshape(-1) for name, c in zip(RESULT_COLUMNS, floats, strict=True)}
         flat.update((name, c.reshape(-1)) for name, c in zip(icols, ints, strict=True))
         ok = mask & (limit == 0)
-        objective = [flat[c].astype(dtype) for c in keep.columns]
+        objective = [
+            jnp.asarray(ranks[c], dtype)[flat[c]] if c in ranks else flat[c].astype(dtype)
+            for c in keep.columns
+        ]
         if keep.kind == "pareto":
             # candidates on the device, a superset of the front; the host's reduction is exact
             if len(objective) == 2:

@@ -218,6 +218,8 @@ class Reducer:
         self.float_dtype = np.dtype(schema.float_type.to_pandas_dtype())
         # where each objective is: (0, row of ints) or (1, row of floats)
         self.objectives = [self._at(c) for c in keep.columns]
+        # a swept machine parameter is held as its axis digit: objective k's values by digit
+        self.by_digit = [schema.axis_values.get(c) for c in keep.columns]
         self.parts: list[Block] = []  # about 100 bytes a row in float32
         self.kept = 0  # rows in memory after the last reduction
         self.pending = 0  # rows added since
@@ -265,12 +267,19 @@ class Reducer:
 
     def _objectives(self, block: Block) -> np.ndarray:
         """``[n, k]`` float64 objectives of a block's rows."""
-        return np.stack([block[kind][row] for kind, row in self.objectives], axis=1).astype(np.float64)
+        return np.stack(
+            [self._values(k, block[kind][row]) for k, (kind, row) in enumerate(self.objectives)], axis=1
+        )
 
     def _objective(self, k: int) -> np.ndarray:
         """Objective ``k`` of every buffered row, as float64."""
         kind, row = self.objectives[k]
-        return np.concatenate([p[kind][row] for p in self.parts]).astype(np.float64)
+        return self._values(k, np.concatenate([p[kind][row] for p in self.parts]))
+
+    def _values(self, k: int, column: np.ndarray) -> np.ndarray:
+        """Objective ``k`` of rows as float64: a swept machine parameter's digits mapped to its values."""
+        table = self.by_digit[k]
+        return np.asarray(column, np.float64) if table is None else np.asarray(table, np.float64)[column]
 
     def _reduce(self) -> None:
         if self.pending == 0:
@@ -395,8 +404,11 @@ class Reducer:
         columns = [f"v{row if kind == 0 else self.ni + row}" for kind, row in self.objectives]
         for name in names:
             for batch in pq.ParquetFile(self._path(name)).iter_batches(BATCH_ROWS, columns=columns):
-                objs = np.stack([c.to_numpy(zero_copy_only=False) for c in batch.columns], axis=1)
-                self.front = _distinct(np.concatenate([self.front, objs.astype(np.float64)]))
+                objs = np.stack(
+                    [self._values(k, c.to_numpy(zero_copy_only=False)) for k, c in enumerate(batch.columns)],
+                    axis=1,
+                )
+                self.front = _distinct(np.concatenate([self.front, objs]))
             self.spills.append(name)
             first = pq.ParquetFile(self._path(name)).read_row_group(0, columns=["job", "index"])
             self.spill_first[name] = int(first["job"][0].as_py()) * (1 << 40) + int(first["index"][0].as_py())

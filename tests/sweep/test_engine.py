@@ -582,6 +582,35 @@ def test_keep_top_equals_the_smallest_of_the_full_output(grid, tmp_path):
     assert_same_rows(kept.rows, twins)  # kept rows are rows of the full output
 
 
+# bandwidths out of order: digit order is not value order
+SHUFFLED_SPEC = (
+    'name = "shuffled"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data", "filter"]\n'
+    "[axes]\np = { start = 1, stop = 24 }\nb = [8, 32]\n"
+    "inter_bandwidth_Bps = [40e9, 10e9, 100e9, 25e9, 12.5e9]\n"
+)
+
+
+@pytest.mark.parametrize("keep", ["pareto:t_epoch_s,inter_bandwidth_Bps", "top:7:inter_bandwidth_Bps"])
+@pytest.mark.parametrize("chunk", ["16", "1000"])  # reduced on the device; on the host
+def test_keep_by_a_swept_machine_parameter_reduces_its_values(tmp_path, keep, chunk):
+    """A swept machine parameter is held as its axis digit until written; a reduction by it
+    orders rows by its values, not by the order the spec lists them in (it kept the
+    rows of the first bandwidth listed as the least)."""
+    every = run_spec(tmp_path, "every", SHUFFLED_SPEC, "--chunk", chunk).rows
+    kept = run_spec(tmp_path, "kept", SHUFFLED_SPEC, "--chunk", chunk, "--keep", keep).rows
+    feasible = [r for r in every if r["feasible"]]
+    key = ("strategy", "p", "b", "inter_bandwidth_Bps")
+    if keep.startswith("pareto"):
+        objectives = np.array([[r["t_epoch_s"], r["inter_bandwidth_Bps"]] for r in feasible])
+        want = [r for r, k in zip(feasible, pareto_mask(objectives), strict=True) if k]
+        # the least bandwidth is on the front (its fastest row), though listed fourth
+        assert min(r["inter_bandwidth_Bps"] for r in want) == 10e9
+    else:  # 7 rows at 10e9: every one of them, none at 12.5e9 or 40e9
+        want = [r for r in feasible if r["inter_bandwidth_Bps"] == 10e9][:7]
+        assert len(want) == 7
+    assert_same_rows(kept, want, key)
+
+
 @pytest.mark.parametrize("keep", ["pareto:t_epoch_s,p", "top:15:mem_bytes"])
 def test_keep_of_jobs_within_one_chunk_reduces_on_the_host(grid, tmp_path, monkeypatch, keep):
     """Jobs of one chunk or less return every row and the host picks the candidates (their
