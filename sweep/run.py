@@ -620,7 +620,7 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                         sink.put((run.part_name(job.index, p_number), job.index, p_number, *rows))
                     else:
                         if whole:
-                            found = engine.host_candidates(outputs, opts.keep)
+                            found = engine.host_candidates(outputs, opts.keep, job)
                         else:
                             found = engine.survivors(outputs, again.at(p_start))
                             if again.used and not tied:

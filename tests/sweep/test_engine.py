@@ -1541,6 +1541,34 @@ def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
         )
 
 
+@settings(deadline=None, max_examples=150)
+@given(
+    objs=hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(1, 60), st.integers(1, 3)),
+        # few values: ties; NaN and infinities
+        elements=st.sampled_from([0.0, 1.0, 2.0, 3.0, -1.0, np.inf, -np.inf, np.nan]),
+    ),
+    k=st.integers(1, 8),
+)
+def test_host_prefilter_keeps_every_row_of_the_result(objs, k):
+    """The host's pre-filter of a one-chunk job (engine.host_candidates) passes on every row
+    of the exact front and of the top-k (whatever the tie-break), and no row with a NaN
+    objective."""
+    columns = list(objs.T)
+    passed = engine._undominated(columns)
+    front = pareto_mask(objs)
+    assert not (front & ~passed).any()
+    assert not (passed & np.isnan(objs).any(axis=1)).any()
+    first = columns[0]
+    within = engine._within_top(first, k)
+    number = np.flatnonzero(~np.isnan(first))
+    for tiebreak in (number, number[::-1]):  # the k least, ties either way
+        best = number[np.lexsort((tiebreak, first[number]))][:k]
+        assert within[best].all()
+    assert not (within & np.isnan(first)).any()
+
+
 _compact = jax.jit(engine._compact, static_argnums=(1, 2))
 
 
