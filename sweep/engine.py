@@ -146,12 +146,12 @@ def decode_info(job: Job, start: int, chunk: int) -> np.ndarray:
 
 def program_chunk(job: Job, chunk: int) -> int:
     """The points a job's program evaluates per call: the run's ``chunk``, or for a job of one
-    chunk or less the power of two at or above its size. The job is still one chunk; its
-    program evaluates, and returns, no more points than that (a chunk of 2^18 for a job of
-    50 points evaluated 5,000 times its points, and a GPU copies every row it returns)."""
-    if job.size >= chunk:
-        return chunk
-    return 1 << (max(job.size, 1) - 1).bit_length()
+    chunk or less its size. The job is still one chunk; its program evaluates, and returns,
+    no more points than that (a chunk of 2^18 for a job of 50 points evaluated 5,000 times
+    its points, and a GPU copies every row it returns). The program evaluates whole inner
+    boxes, one more than the job holds: a power of two at or above the size, as before,
+    evaluated 1.2 M points for the bench's 600,000-point serial job, against 700,000."""
+    return min(chunk, max(job.size, 1))
 
 
 def n_chunks(job: Job, chunk: int) -> int:

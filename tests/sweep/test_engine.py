@@ -1155,10 +1155,10 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, 600] }}
 
 def test_program_chunk_fits_a_small_job():
     job = _job({"p": np.arange(1, 4), "b": np.arange(1, 36)}, index=950)  # 105 points
-    assert engine.program_chunk(job, 1 << 18) == 128
+    assert engine.program_chunk(job, 1 << 18) == 105
     assert engine.program_chunk(job, 64) == 64  # a job of several chunks keeps the run's
     assert engine.program_chunk(job, 105) == 105
-    assert engine.program_chunk(job, 106) == 128
+    assert engine.program_chunk(job, 106) == 105
     one = _job({"p": np.arange(1, 2)}, index=951)
     assert engine.program_chunk(one, 1 << 20) == 1
 
