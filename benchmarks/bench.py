@@ -86,6 +86,8 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
     return path
 
 
+#: Warm runs of each grid in sections (b) and (c), after the cold one; their median is given.
+WARM_RUNS = 3
 #: Sections (b) and (c) pass ``--chunk`` this (``--run-chunk-log2``; 0: ``sweep run``'s default).
 RUN_CHUNK = 0
 #: Section (a) prints what each compiled program is made of (``--census``).
@@ -243,15 +245,17 @@ SUMMARY = re.compile(r"([\d,]+) rows written to .* \(([\d,]+) points evaluated i
 def cold_warm(
     tmp: Path, name: str, spec_path: Path, keep: str | None
 ) -> tuple[int, int, float, float, float]:
-    """``sweep run`` of one grid twice, each in a fresh process, as a user would:
+    """``sweep run`` of one grid, each time in a fresh process, as a user would:
     (points, rows, cold s, warm s, warm process s).
 
     Cold compiles every kernel (into a fresh persistent cache); warm is the
-    same command again, which loads what the first run kept. Both times are
-    the run's own, as ``sweep run`` prints them (after Python's start-up and
-    imports); the warm process's whole wall time comes last. A run in a
-    process that had just run the grid cold was slower (the bench's tied grid
-    2.3-3.0 s against 1.7-2.4 s), and is not what a second ``sweep run`` is.
+    same command again, which loads what the first run kept, :data:`WARM_RUNS`
+    times: the medians are given. The times are the run's own, as ``sweep run``
+    prints them (after Python's start-up and imports); the warm process's
+    whole wall time comes last. A run in a process that had just run the grid
+    cold was slower (the bench's tied grid 2.3-3.0 s against 1.7-2.4 s), and is
+    not what a second ``sweep run`` is. One warm run alone moved by half
+    between runs of the bench on a busy host (the tied grid 1.09-1.53 s).
     """
     command = [sys.executable, "-m", "sweep.cli", "run", str(spec_path), "-o", str(tmp / name), "--overwrite"]
     if keep:
@@ -259,17 +263,17 @@ def cold_warm(
     if RUN_CHUNK:
         command += ["--chunk", str(RUN_CHUNK)]
     env = {**os.environ, "SWEEP_JAX_CACHE": str(tmp / f"jax-cache-{name}")}
-    walls, rows, points, process = [], 0, 0, 0.0
-    for _ in range(2):
+    walls, processes, rows, points = [], [], 0, 0
+    for _ in range(1 + WARM_RUNS):
         t = time.perf_counter()
         res = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-        process = time.perf_counter() - t
+        processes.append(time.perf_counter() - t)
         found = SUMMARY.search(res.stdout)
         if found is None:
             raise RuntimeError(f"no summary in the output of {' '.join(command)}:\n{res.stdout}{res.stderr}")
         rows, points = (int(x.replace(",", "")) for x in found.groups()[:2])
         walls.append(float(found.group(3)))
-    return points, rows, walls[0], walls[1], process
+    return points, rows, walls[0], statistics.median(walls[1:]), statistics.median(processes[1:])
 
 
 def rss_section(tmp: Path, sizes: list[int]) -> list[tuple[int, float, float]]:
@@ -388,7 +392,7 @@ def run_table(tmp: Path, quick: bool, every_row: bool = True, reducing: bool = T
     print(
         "\n(b, c) sweep run, eight strategies, 100 bandwidths x",
         n_alpha,
-        "latencies; fresh processes, cold / warm cache (warm process with start-up)",
+        f"latencies; fresh processes, cold / warm cache (median of {WARM_RUNS}; warm process with start-up)",
     )
     no_serial = tuple(s for s in STRATEGIES if s != "serial")
     for keep, p_from, alphas, strategies, what in (
