@@ -152,14 +152,24 @@ def plan(spec_path) -> None:
         click.echo(
             f"  {job.bound.model.name:<16} {job.bound.profile.name:<10} {job.strategy:<13} {job.size:>16,}  {axes}"
         )
-    # Measured on the 2-core machine: about 5e6 rows/s written; 2.4 and 3.6 bytes a row in the
-    # shipped co-design outputs (zstd, byte-stream-split floats), so 8 leaves room for grids
-    # that compress less.
-    rate, row_bytes = 5e6, 8
+    # Measured on the 2-core machine (README, Speed), warm: 7.6-10 M rows/s writing every row,
+    # 36-157 M configurations/s under --keep pareto; cold, 0.3-3 s of compiling per job. 2.4
+    # and 3.6 bytes a row in the shipped co-design outputs (zstd, byte-stream-split floats),
+    # so 8 leaves room for grids that compress less.
+    rate, keep_rate, row_bytes = 8e6, 5e7, 8
     click.echo(
-        f"estimate: ~{p.size / rate:,.0f} s at {rate:,.0f} rows/s writing every row "
-        f"(~{p.size * row_bytes / 1e9:,.2f} GB of Parquet); far less with --keep or --only-feasible"
+        f"estimate: ~{_seconds(p.size / rate)} writing every row ({rate:,.0f} rows/s, "
+        f"~{p.size * row_bytes / 1e9:,.2f} GB of Parquet); ~{_seconds(p.size / keep_rate)} with --keep "
+        f"({keep_rate:,.0f} configurations/s); less with --only-feasible"
     )
+    click.echo(
+        f"a first run of the spec also compiles {len(p.jobs)} kernel(s), 0.3-3 s each on 2 cores;"
+        " later runs load them from the cache"
+    )
+
+
+def _seconds(s: float) -> str:
+    return f"{s:,.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 @cli.command()

@@ -371,6 +371,9 @@ def test_plan_prints_per_strategy_sizes(runner, tmp_path):
             sizes[fields[2]] = size
     assert sizes == expected
     assert f"{sum(expected.values()):,} points" in result.stdout
+    # 12 + 84 + 420 + 168 = 684 points: 684 / 8e6 rows/s = 0.09 ms
+    assert "~0.0 s writing every row" in result.stdout
+    assert "compiles 4 kernel(s)" in result.stdout
 
 
 def _bad_specs() -> dict[str, tuple[str, tuple[str, ...]]]:
