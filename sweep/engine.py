@@ -144,6 +144,15 @@ def decode_info(job: Job, start: int, chunk: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.int32).reshape(j + 1, 5)
 
 
+def axis_ranks(job: Job, axis: str) -> np.ndarray:
+    """The rank of each value of a swept machine parameter, by digit (equal values, equal ranks).
+
+    Such a column is carried as axis digits, in the order the spec lists the values; a
+    reduction by it compares ranks, which order rows as the values do, exactly in any dtype.
+    """
+    return np.unique(job.axes[axis], return_inverse=True)[1].reshape(-1)
+
+
 def program_chunk(job: Job, chunk: int) -> int:
     """The points a job's program evaluates per call: the run's ``chunk``, or for a job of one
     chunk or less its size. The job is still one chunk; its program evaluates, and returns,
@@ -752,14 +761,7 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
 
     radix = np.asarray(radices[:n_outer], np.float32)[:, None]
     by_floats = chunk <= FLOAT_CHUNK
-    # A swept machine parameter is a column of axis digits, in the order the spec lists its
-    # values: reduced by the rank of its value (equal values, equal ranks), which orders
-    # rows as the values do, exactly in any dtype.
-    ranks = {
-        c: np.unique(job.axes[c], return_inverse=True)[1].reshape(-1)
-        for c in keep.columns
-        if c in job.machine_axes
-    }
+    ranks = {c: axis_ranks(job, c) for c in keep.columns if c in job.machine_axes}
 
     def run(net, machine, values, info, n_real, known, offset, size):
         """``size`` points at local offsets ``offset + arange(size)`` of the chunk (``offset``
@@ -1125,13 +1127,13 @@ def host_candidates(out: ChunkOut, keep: Keep, job: Job) -> Survivors:
 
 
 def _host_objective(out: ChunkOut, job: Job, column: str, where: np.ndarray) -> np.ndarray:
-    """``column`` of the rows ``where`` of a chunk of every row, as float64 values (a swept
-    machine parameter's digits mapped to its values)."""
+    """``column`` of the rows ``where`` of a chunk of every row, as float64 (a swept machine
+    parameter as the ranks of its values, :func:`axis_ranks`, as the device reduces it)."""
     if column in RESULT_COLUMNS:
         return np.asarray(out.floats)[RESULT_COLUMNS.index(column), where].astype(np.float64)
     digits = np.asarray(out.ints)[int_columns(job).index(column), where]
     if column in job.machine_axes:
-        return np.asarray(job.axes[column], np.float64)[digits]
+        digits = axis_ranks(job, column)[digits]
     return digits.astype(np.float64)
 
 
