@@ -41,6 +41,7 @@ from kernels import Config, with_params
 from sweep import traced
 from sweep.evaluate import CONFIG_COLUMNS, RESULT_COLUMNS, point_fn
 from sweep.grid import CONFIG_AXES, Job
+from sweep.pareto import dominated_by, numbers
 
 #: Chunks up to this many points decode their points in float32, whose whole numbers are exact
 #: below 2**24 and whose division vectorises on CPUs (integer division does not); larger
@@ -1149,19 +1150,17 @@ def _within_top(objective: np.ndarray, k: int) -> np.ndarray:
 def _undominated(objectives: list[np.ndarray]) -> np.ndarray:
     """Rows with no NaN objective that none of the reference rows dominates (see
     :func:`host_candidates`): a superset of the front of the rows."""
-    number = functools.reduce(np.logical_and, [~np.isnan(o) for o in objectives])
+    objs = np.stack(objectives, axis=1)
+    number = numbers(objs)
     if not number.any():
         return number
-    keep = number.copy()
-    for first in range(len(objectives)):
+    refs = []
+    for first in range(objs.shape[1]):
         least = number.copy()  # the lexicographic minimum, objective ``first`` first
-        for o in (objectives[first], *objectives[:first], *objectives[first + 1 :]):
-            least &= o == np.min(o[least])
-        ref = [o[np.argmax(least)] for o in objectives]
-        no_worse = functools.reduce(np.logical_and, [r <= o for r, o in zip(ref, objectives, strict=True)])
-        better = functools.reduce(np.logical_or, [r < o for r, o in zip(ref, objectives, strict=True)])
-        keep &= ~(no_worse & better)
-    return keep
+        for j in (first, *(j for j in range(objs.shape[1]) if j != first)):
+            least &= objs[:, j] == np.min(objs[least, j])
+        refs.append(objs[np.argmax(least)])
+    return number & ~dominated_by(np.asarray(refs), objs)
 
 
 def device_inputs(job: Job, dtype, devices=None):
