@@ -219,7 +219,10 @@ class Reducer:
         # where each objective is: (0, row of ints) or (1, row of floats)
         self.objectives = [self._at(c) for c in keep.columns]
         # a swept machine parameter is held as its axis digit: objective k's values by digit
-        self.by_digit = [schema.axis_values.get(c) for c in keep.columns]
+        self.by_digit = [
+            None if c not in schema.axis_values else np.asarray(schema.axis_values[c], np.float64)
+            for c in keep.columns
+        ]
         self.parts: list[Block] = []  # about 100 bytes a row in float32
         self.kept = 0  # rows in memory after the last reduction
         self.pending = 0  # rows added since
@@ -279,7 +282,7 @@ class Reducer:
     def _values(self, k: int, column: np.ndarray) -> np.ndarray:
         """Objective ``k`` of rows as float64: a swept machine parameter's digits mapped to its values."""
         table = self.by_digit[k]
-        return np.asarray(column, np.float64) if table is None else np.asarray(table, np.float64)[column]
+        return np.asarray(column, np.float64) if table is None else table[column]
 
     def _reduce(self) -> None:
         if self.pending == 0:
