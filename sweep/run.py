@@ -579,9 +579,10 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     # chunks, 1.3 M of them dominated by rows of earlier jobs, each evaluated again and merged.
     # Not when an objective is a swept machine parameter: the device reduces it by rank (see
     # engine.build_chunk_fn), the host by value.
-    fronts = run.reducer if opts.keep.kind == "pareto" and len(opts.keep.columns) == 2 else None
-    if any(c in run.schema.axis_values for c in opts.keep.columns):
-        fronts = None
+    by_axis = any(c in run.schema.axis_values for c in opts.keep.columns)
+    fronts = (
+        run.reducer if opts.keep.kind == "pareto" and len(opts.keep.columns) == 2 and not by_axis else None
+    )
     given: list = [None, engine.known_front(None, run.dtype)]  # the vectors read last, their points
 
     def known() -> np.ndarray:
