@@ -59,6 +59,12 @@ def _big_stride(chunk: int) -> int:
     return 1 << 23 if chunk <= FLOAT_CHUNK else 1 << 30
 
 
+#: Largest job a reduction evaluates whole and reduces on the host (:func:`prepare`). With
+#: ``--chunk 2^24`` and no cap the bench's tied grid, whose jobs are 0.6-7.8 M points, reduced
+#: every job on the host: 7.7 s warm against 1.0 s at 2^20 on 2 CPU cores, 8.9 s against 2.0 s
+#: on an H200.
+HOST_REDUCE_MAX = 1 << 20
+
 #: Survivors a reducing chunk returns compacted (see :func:`survivors`).
 COMPACT_ROWS = 4096
 #: Candidates evaluated again per call when a chunk has more than it compacts (:class:`Again`).
@@ -1062,15 +1068,22 @@ def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Call
     the GIL but XLA's compute threads do not need it, and XLA compiles
     without it. The result is called like :func:`build_chunk_fn`'s function.
 
-    A reduction over a job of one chunk or less gains nothing on the device
-    and its program takes several times longer to compile (4 s against 0.6 s
-    for a Pareto kernel on a CPU), so such a job returns every row and the
-    host picks the candidates (:func:`host_candidates`); the kept rows are the
-    same.
+    A reduction over a small job of one chunk gains little on the device and
+    its program takes several times longer to compile (4 s against 0.6 s for
+    a Pareto kernel on a CPU), so such a job returns every row and the host
+    picks the candidates (:func:`host_candidates`; :func:`reduced_on_host`
+    says which jobs); the kept rows are the same.
     """
-    whole = keep.reduces and job.size <= chunk
+    whole = reduced_on_host(job, chunk, keep)
     inputs = device_inputs(job, dtype, devices)
     return compile_chunk_fn(job, chunk, Keep("all") if whole else keep, dtype, inputs, devices), inputs, whole
+
+
+def reduced_on_host(job: Job, chunk: int, keep: Keep) -> bool:
+    """Whether a reduction evaluates ``job`` whole, every row to the host (:func:`prepare`):
+    a job of one chunk of at most :data:`HOST_REDUCE_MAX` points. The host's reduction runs
+    at a few million rows a second, the device's at hundreds of millions and more."""
+    return keep.reduces and job.size <= min(chunk, HOST_REDUCE_MAX)
 
 
 def compile_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, inputs: tuple, devices=None) -> Callable:

@@ -571,7 +571,11 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
 
     def prepare_fallback(k: int) -> None:
         job = work[k][0].job
-        if run.reducer is not None and k not in fallbacks and job.size > opts.chunk:
+        if (
+            run.reducer is not None
+            and k not in fallbacks
+            and not engine.reduced_on_host(job, opts.chunk, opts.keep)
+        ):
             fallbacks[k] = pool.submit(engine.prepare_points, job, run.dtype)
 
     # A Pareto reduction of two objectives passes each chunk the front its reducer holds so far
