@@ -184,7 +184,10 @@ def _seconds(s: float) -> str:
 @click.option("--columns", help="Comma-separated columns to write (default all).")
 @click.option("--keep", "keep_text", help="In-stream reduction: pareto:COL,COL or top:K:COL.")
 @click.option(
-    "--chunk", type=int, help="Points per device chunk [default: 2^20 with --keep, else 2^18; at most 2^26]."
+    "--chunk",
+    type=int,
+    help="Points per device chunk [default: 2^20 with --keep (2^24 on a GPU), else 2^18; with --resume, "
+    "the run's own; at most 2^26].",
 )
 @click.option(
     "--shard",
