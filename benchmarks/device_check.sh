@@ -13,12 +13,13 @@
 #   a22    section (a) at 2^22 both (the largest chunk decoded in float32);
 #   a22q   the same, reducing, with calls queued back to back as a run queues them (--queued);
 #   a24    reducing chunks of 2^24 points (int32 decoding), queued;
+#   a26    the same at 2^26, the largest chunk (--chunk's limit);
 #   bc     sections (b) and (c): sweep run end to end, cold and warm;
 #   c24    section (c)'s runs with --chunk 2^24 (spreading a GPU's fixed cost per call);
 #   e      section (e): start-up;
 #   tests  the test suite on the GPU (pytest-xdist, 8 workers), one line per test.
 # By default env, same, a24, bc, e and tests (about 5 minutes on an H200 in 2026-12; the
-# limits add up to 600 s, one call's most). Not by default (STAGES="a20 a22 a22q c24 d
+# limits add up to 600 s, one call's most). Not by default (STAGES="a20 a22 a22q a26 c24 d
 # census" ...): d, section (d), peak RSS; census, what each compiled program is made of
 # (on a GPU a fusion is a kernel launched, a conditional a wait for the host).
 set -u
@@ -93,6 +94,7 @@ stage a20 90 "$PY" -m benchmarks.bench --sections a
 stage a22 90 "$PY" -m benchmarks.bench --sections a --chunk-log2 22 --reduce-chunk-log2 22
 stage a22q 90 "$PY" -m benchmarks.bench --sections a --chunk-log2 20 --reduce-chunk-log2 22 --queued
 stage a24 150 "$PY" -m benchmarks.bench --sections a --chunk-log2 20 --reduce-chunk-log2 24 --queued
+stage a26 120 "$PY" -m benchmarks.bench --sections a --chunk-log2 20 --reduce-chunk-log2 26 --queued
 stage bc 160 "$PY" -m benchmarks.bench --sections bc
 stage c24 160 "$PY" -m benchmarks.bench --sections c --run-chunk-log2 24
 stage e 30 "$PY" -m benchmarks.bench --sections e
