@@ -17,10 +17,12 @@
 #   bc     sections (b) and (c): sweep run end to end, cold and warm;
 #   c24    section (c)'s runs with --chunk 2^24 (spreading a GPU's fixed cost per call);
 #   e      section (e): start-up;
+#   timings  the bench's tied grid, --keep pareto, a cold run then two warm ones with
+#          `sweep run --timings`: where a warm run's time goes (main thread, other threads);
 #   tests  the test suite on the GPU (pytest-xdist, 8 workers), one line per test.
 # By default env, same, a24, bc, e and tests (about 5 minutes on an H200 in 2026-12; the
 # limits add up to 600 s, one call's most). Not by default (STAGES="a20 a22 a22q a26 c24 d
-# census" ...): d, section (d), peak RSS; census, what each compiled program is made of
+# census" ...): d, section (d), peak RSS; timings; census, what each compiled program is made of
 # (on a GPU a fusion is a kernel launched, a conditional a wait for the host).
 set -u
 OUT=${OUT:-/tmp/device-check}
@@ -86,8 +88,20 @@ EOF
     done
 }
 
+timings() {
+    local tmp
+    tmp=$(mktemp -d)
+    "$PY" -c "import sys; from pathlib import Path; from benchmarks.bench import STRATEGIES, write_spec
+write_spec(Path(sys.argv[1]), 'tied', list(STRATEGIES), 100, 1000)" "$tmp" || return 1
+    for run in cold warm warm; do
+        echo "-- $run"
+        SWEEP_JAX_CACHE=$tmp/cache "$PY" -m sweep.cli run "$tmp/tied.toml" -o "$tmp/out" --overwrite \
+            --keep pareto:t_epoch_s,p --timings | tail -n 2 || return 1
+    done
+}
+
 export PY
-export -f env_info same_bits
+export -f env_info same_bits timings
 stage env 20 bash -c env_info
 stage same 80 bash -c same_bits
 stage a20 90 "$PY" -m benchmarks.bench --sections a
@@ -98,6 +112,7 @@ stage a26 120 "$PY" -m benchmarks.bench --sections a --chunk-log2 20 --reduce-ch
 stage bc 160 "$PY" -m benchmarks.bench --sections bc
 stage c24 160 "$PY" -m benchmarks.bench --sections c --run-chunk-log2 24
 stage e 30 "$PY" -m benchmarks.bench --sections e
+stage timings 90 bash -c timings
 stage d 75 "$PY" -m benchmarks.bench --sections d
 # pytest-benchmark, if installed, warns under xdist, and the project's filterwarnings makes that an error
 stage tests 140 "$PY" -m pytest -p no:cacheprovider -p no:benchmark -n 8 -v --timeout 120 -o addopts=""

@@ -204,6 +204,7 @@ def _seconds(s: float) -> str:
     "local:N for a local cluster of N worker processes. Needs paradl-sweep[dask].",
 )
 @click.option("--yes", is_flag=True, help=f"Run grids over {10**12:.0e} points.")
+@click.option("--timings", is_flag=True, help="Print where the run's time went (main thread, other threads).")
 @handle_errors
 def run(
     spec_path,
@@ -218,6 +219,7 @@ def run(
     shard_text,
     dask_address,
     yes,
+    timings,
 ) -> None:
     """Run a sweep and stream its rows to a Parquet dataset folder.
 
@@ -288,6 +290,9 @@ def run(
     )
     if shard:
         click.echo(f"when all {shard.n} shards are done: sweep merge {summary.folder}")
+    if timings:
+        said = summary.timings.describe() if summary.timings else "none (a Dask run, or nothing left to run)"
+        click.echo(f"timings: {said}")
 
 
 @cli.command()

@@ -27,6 +27,7 @@ import collections
 import copy
 import functools
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -1018,8 +1019,20 @@ class Again:
         """Whether a chunk of this job needed :meth:`rows`."""
         return "fn" in self.compiled
 
+    @property
+    def seconds(self) -> float:
+        """Time spent in :meth:`rows` for this job's chunks, the first use's preparing included."""
+        return float(self.compiled.get("seconds", 0.0))
+
     def rows(self, local: np.ndarray) -> Survivors:
         """Every column of the points at chunk offsets ``local``."""
+        began = time.perf_counter()
+        try:
+            return self._rows(local)
+        finally:
+            self.compiled["seconds"] = self.seconds + time.perf_counter() - began
+
+    def _rows(self, local: np.ndarray) -> Survivors:
         if "fn" not in self.compiled:
             make = self.supplier or (lambda: prepare_points(self.job, self.dtype))
             self.compiled["fn"], self.compiled["inputs"] = make()

@@ -130,6 +130,59 @@ class RunOptions:
 
 
 @dataclass
+class Timings:
+    """Where a local run's seconds went (``sweep run --timings``). The main thread's parts
+    add up to its time from the first job to the end; the other threads' are summed over
+    them and overlap the main thread's."""
+
+    #: Main thread: waiting for a job's program (loaded or compiled on other threads).
+    programs: float = 0.0
+    #: Main thread: queuing chunks (a CPU may compute a chunk then, in the caller's thread).
+    queue: float = 0.0
+    #: Main thread: waiting for a queued chunk's results.
+    device: float = 0.0
+    #: Main thread: turning results into rows, or into a reduction's candidates.
+    host: float = 0.0
+    #: Of ``host``: evaluating a reducing chunk's candidates again (:class:`engine.Again`).
+    again: float = 0.0
+    #: Main thread: the reduction's result written, the manifest sealed.
+    finish: float = 0.0
+    #: Other threads: jobs' programs made ready (read back, lowered, compiled, loaded).
+    prepare: float = 0.0
+    #: How many programs were made ready.
+    prepared: int = 0
+    #: Other threads: part files encoded, or candidates merged into the reduction.
+    sink: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, name: str, seconds: float) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + seconds)
+
+    def timed(self, name: str, fn: Callable) -> Callable:
+        """``fn``, its calls' seconds added to ``name``."""
+
+        def call(*args):
+            began = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.add(name, time.perf_counter() - began)
+
+        return call
+
+    def describe(self) -> str:
+        main = self.programs + self.queue + self.device + self.host + self.finish
+        return (
+            f"main thread {main:.2f} s: programs awaited {self.programs:.2f}, chunks queued "
+            f"{self.queue:.2f}, results awaited {self.device:.2f}, host {self.host:.2f} (candidates "
+            f"evaluated again {self.again:.2f}), final write {self.finish:.2f}; other threads: "
+            f"{self.prepared} program(s) made ready {self.prepare:.2f} s, writing or merging "
+            f"{self.sink:.2f} s"
+        )
+
+
+@dataclass
 class RunSummary:
     rows: int
     points: int
@@ -138,6 +191,8 @@ class RunSummary:
     folder: Path
     #: Where the chunks ran (the manifest's ``devices``).
     devices: str = ""
+    #: Where a local run's time went; None for a Dask run or one with nothing to do.
+    timings: Timings | None = None
 
     @property
     def points_per_s(self) -> float:
@@ -364,6 +419,7 @@ class _Run:
         self.points_this_run = 0
         self.chunks_this_run = 0
         self.started = time.perf_counter()
+        self.timings: Timings | None = None  # set by a local run
 
     @property
     def complete(self) -> bool:
@@ -489,6 +545,7 @@ class _Run:
             seconds,
             self.folder,
             self.manifest["devices"],
+            self.timings,
         )
 
 
@@ -524,7 +581,10 @@ def run_sweep(
             cluster.execute(run, progress, client)
         else:
             _execute_local(run, progress)
+        began = time.perf_counter()
         run.finish()
+        if run.timings is not None:
+            run.timings.finish = time.perf_counter() - began
     except KeyboardInterrupt:
         run.interrupted()
         raise Interrupted(
@@ -573,13 +633,15 @@ def _settle_chunk(opts: RunOptions) -> RunOptions:
 def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None) -> None:
     """Every chunk not done yet, on this process's devices: dispatch chunk i+1, then collect chunk i."""
     opts = run.opts
+    timings = run.timings = Timings()
     # Part files are encoded on several threads; a reduction merges candidates on one, in
     # order, while this thread waits for the next chunk (0.25 s of every second of the
     # bench's tied 5.5e7-point Pareto grid went to merging on this thread).
     if run.reducer is None:
-        sink = _Workers(run.write_part, WRITER_THREADS, "sweep-write").start()
+        sink = _Workers(timings.timed("sink", run.write_part), WRITER_THREADS, "sweep-write").start()
     else:
-        sink = _Workers(run.add_survivors, 1, "sweep-reduce").start()
+        sink = _Workers(timings.timed("sink", run.add_survivors), 1, "sweep-reduce").start()
+    prepare = timings.timed("prepare", engine.prepare)
     # Jobs with chunks left. The next few jobs' kernels are prepared on other threads
     # while a job computes: a warm start traces and lowers each kernel (0.3-0.8 s
     # apiece on a CPU, as long as a small job's chunks take). At most PREPARE_THREADS
@@ -636,6 +698,10 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     ) -> None:
         """Hand chunk ``number`` of ``work[k]``'s job to the writers or the reducer."""
         nonlocal tied
+        began = time.perf_counter()
+        jax.block_until_ready(out)
+        ready = time.perf_counter()
+        timings.device += ready - began
         if run.reducer is None:
             rows = chunk_rows(job, out, opts.only_feasible)
             sink.put((run.part_name(job.index, number), job.index, number, *rows))
@@ -650,34 +716,43 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                         prepare_fallback(later)
             sink.put((job, number, start, found))
         run.advance(n_real, progress)
+        timings.host += time.perf_counter() - ready
 
     # Chunk i+1 is queued before chunk i is collected, across jobs too: a job's last chunk
     # computes while the next job's program is awaited and its first chunk queued (on 2 CPU
     # cores the tied grid's main thread waited 80 ms in all for programs, nothing queued).
     pending: tuple | None = None
+    agains: list[engine.Again] = []
     try:
         for i, (span, units, head) in enumerate(work):
             while submitted < len(work) and submitted <= i + PREPARE_THREADS:
                 upcoming = work[submitted][0].job
                 size = engine.program_chunk(upcoming, opts.chunk)
-                ahead.append(pool.submit(engine.prepare, upcoming, size, opts.keep, run.dtype))
+                ahead.append(pool.submit(prepare, upcoming, size, opts.keep, run.dtype))
+                timings.prepared += 1
                 if tied:
                     prepare_fallback(submitted)
                 submitted += 1
+            began = time.perf_counter()
             fn, (net, machine, values), whole = ahead.popleft().result()
+            timings.programs += time.perf_counter() - began
             job = span.job
             size = engine.program_chunk(job, opts.chunk)  # as the job's program was compiled
             # its fallback as prepared by the time a chunk needs it (the previous job's last
             # chunk, collected after this job's first is queued, may be what asks for it)
             again = engine.Again(job, run.dtype, points=functools.partial(fallback, i, job))
+            agains.append(again)
             for _span, number, start, n_real in itertools.chain([head], units):
+                began = time.perf_counter()
                 info = engine.decode_info(job, start, size)
                 out = fn(net, machine, values, info, np.int32(n_real), known())
+                timings.queue += time.perf_counter() - began
                 if pending is not None:
                     collect(*pending)
                 pending = (i, job, whole, again, number, start, n_real, out)
         if pending is not None:
             collect(*pending)
+        timings.again = sum(a.seconds for a in agains)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         sink.close(raise_error=False)

@@ -14,6 +14,7 @@ import functools
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -655,6 +656,34 @@ def test_keep_of_large_jobs_reduces_on_the_device_whatever_the_chunk(grid, tmp_p
         want = sorted(feasible, key=lambda r: r["mem_bytes"])[:15]
         key = lambda r: tuple(r[c] for c in GRID_KEY)  # noqa: E731
         assert [key(r) for r in kept.rows] == [key(r) for r in want]
+
+
+def _timings(stdout: str) -> dict[str, float]:
+    line = next(x for x in stdout.splitlines() if x.startswith("timings: "))
+    numbers = [float(v) for v in re.findall(r"\d+\.\d+|\d+", line)]
+    names = ["main", "programs", "queue", "device", "host", "again", "final", "made", "prepare", "sink"]
+    assert len(numbers) == len(names), line
+    return dict(zip(names, numbers, strict=True))
+
+
+def test_timings_say_where_the_time_went(grid, tmp_path, monkeypatch):
+    """--timings prints one line whose main-thread parts add up to its total (each printed to
+    0.01 s), one program made ready per job, and the time spent evaluating tied candidates
+    again: none when every row is written, some when a chunk's front overflows its
+    compaction (4 rows here)."""
+    every = run_spec(tmp_path, "every", GRID_SPEC, "--chunk", CHUNK, "--timings")
+    t = _timings(every.stdout)
+    parts = ("programs", "queue", "device", "host", "final")
+    assert abs(sum(t[k] for k in parts) - t["main"]) <= 0.03
+    assert t["made"] == 3 and t["again"] == 0 and t["final"] <= t["main"]
+    assert t["sink"] > 0  # part files were written on the writer threads
+    monkeypatch.setattr(engine, "COMPACT_ROWS", 4)
+    tied = run_spec(
+        tmp_path, "tied", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p", "--timings"
+    )
+    t = _timings(tied.stdout)
+    assert 0 < t["again"] <= t["host"]
+    assert "timings:" not in run_spec(tmp_path, "quiet", GRID_SPEC, "--chunk", CHUNK).stdout
 
 
 def test_default_chunk_is_larger_for_a_reduction(grid, tmp_path):
