@@ -709,7 +709,9 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
             if whole:
                 found = engine.host_candidates(out, opts.keep, job)
             else:
+                before = again.seconds
                 found = engine.survivors(out, again.at(start))
+                timings.again += again.seconds - before
                 if again.used and not tied:
                     tied = True
                     for later in range(k + 1, submitted):
@@ -722,7 +724,6 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
     # computes while the next job's program is awaited and its first chunk queued (on 2 CPU
     # cores the tied grid's main thread waited 80 ms in all for programs, nothing queued).
     pending: tuple | None = None
-    agains: list[engine.Again] = []
     try:
         for i, (span, units, head) in enumerate(work):
             while submitted < len(work) and submitted <= i + PREPARE_THREADS:
@@ -741,7 +742,6 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
             # its fallback as prepared by the time a chunk needs it (the previous job's last
             # chunk, collected after this job's first is queued, may be what asks for it)
             again = engine.Again(job, run.dtype, points=functools.partial(fallback, i, job))
-            agains.append(again)
             for _span, number, start, n_real in itertools.chain([head], units):
                 began = time.perf_counter()
                 info = engine.decode_info(job, start, size)
@@ -752,7 +752,6 @@ def _execute_local(run: _Run, progress: Callable[[int, int, float], None] | None
                 pending = (i, job, whole, again, number, start, n_real, out)
         if pending is not None:
             collect(*pending)
-        timings.again = sum(a.seconds for a in agains)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         sink.close(raise_error=False)
