@@ -612,16 +612,14 @@ def test_keep_by_a_swept_machine_parameter_reduces_its_values(tmp_path, keep, ch
     assert_same_rows(kept, want, key)
 
 
-@pytest.mark.parametrize("keep", ["pareto:t_epoch_s,p", "top:15:mem_bytes"])
-def test_keep_of_jobs_within_one_chunk_reduces_on_the_host(grid, tmp_path, monkeypatch, keep):
-    """Jobs of one chunk or less return every row and the host picks the candidates (their
-    reducing programs would take longer to compile than to run): the same rows are kept."""
+def _one_chunk_per_job(grid, tmp_path, monkeypatch, keep: str, name: str) -> int:
+    """Runs GRID_SPEC with a chunk that holds every job and ``--keep keep``, checks the rows
+    kept are those of the full output, and returns how many chunks the host reduced."""
     calls = []
     real = engine.host_candidates
     monkeypatch.setattr(engine, "host_candidates", lambda *a: calls.append(1) or real(*a))
     big = str(len(grid.rows))  # every job fits in one chunk
-    kept = run_spec(tmp_path, "whole", GRID_SPEC, "--chunk", big, "--keep", keep)
-    assert len(calls) == 3  # one chunk of each of the three jobs
+    kept = run_spec(tmp_path, name, GRID_SPEC, "--chunk", big, "--keep", keep)
     feasible = [r for r in grid.rows if r["feasible"]]
     if keep.startswith("pareto"):
         objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
@@ -631,6 +629,14 @@ def test_keep_of_jobs_within_one_chunk_reduces_on_the_host(grid, tmp_path, monke
         want = sorted(feasible, key=lambda r: r["mem_bytes"])[:15]
         key = lambda r: tuple(r[c] for c in GRID_KEY)  # noqa: E731
         assert [key(r) for r in kept.rows] == [key(r) for r in want]
+    return len(calls)
+
+
+@pytest.mark.parametrize("keep", ["pareto:t_epoch_s,p", "top:15:mem_bytes"])
+def test_keep_of_jobs_within_one_chunk_reduces_on_the_host(grid, tmp_path, monkeypatch, keep):
+    """Jobs of one chunk or less return every row and the host picks the candidates (their
+    reducing programs would take longer to compile than to run): the same rows are kept."""
+    assert _one_chunk_per_job(grid, tmp_path, monkeypatch, keep, "whole") == 3  # one chunk a job
     assert sorted(engine.TRACES.values()) == [1, 1, 1]  # one program per job
 
 
@@ -641,21 +647,7 @@ def test_keep_of_large_jobs_reduces_on_the_device_whatever_the_chunk(grid, tmp_p
     the cap is lowered below this grid's jobs; one chunk holds each, the device reduces it,
     and the rows kept are those of the full output."""
     monkeypatch.setattr(engine, "HOST_REDUCE_MAX", 8)
-    calls = []
-    real = engine.host_candidates
-    monkeypatch.setattr(engine, "host_candidates", lambda *a: calls.append(1) or real(*a))
-    big = str(len(grid.rows))  # every job fits in one chunk
-    kept = run_spec(tmp_path, "device", GRID_SPEC, "--chunk", big, "--keep", keep)
-    assert calls == []
-    feasible = [r for r in grid.rows if r["feasible"]]
-    if keep.startswith("pareto"):
-        objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
-        want = [r for r, k in zip(feasible, pareto_mask(objectives), strict=True) if k]
-        assert_same_rows(kept.rows, want)
-    else:
-        want = sorted(feasible, key=lambda r: r["mem_bytes"])[:15]
-        key = lambda r: tuple(r[c] for c in GRID_KEY)  # noqa: E731
-        assert [key(r) for r in kept.rows] == [key(r) for r in want]
+    assert _one_chunk_per_job(grid, tmp_path, monkeypatch, keep, "device") == 0
 
 
 def _timings(stdout: str) -> dict[str, float]:
