@@ -57,10 +57,13 @@ import jax
 import numpy as np
 
 from kernels import STRATEGIES
-from sweep import backend, engine
-from sweep.engine import Keep
-from sweep.grid import load_spec, plan
-from sweep.run import REDUCE_CHUNK, ROWS_CHUNK
+from sweep.engine import backend
+from sweep.engine.filters import known_front
+from sweep.engine.index import MAX_CHUNK, decode_info
+from sweep.engine.program import build_chunk_fn, device_inputs
+from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK
+from sweep.inputs.grid import load_spec, plan
+from sweep.reduce.keep import Keep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,7 +129,7 @@ def kernel_section(
     """Each kernel at the chunk size a run gives it: ``chunk`` writing every row,
     ``reduce_chunk`` reducing (``sweep run``'s defaults, ROWS_CHUNK and REDUCE_CHUNK)."""
     from benchmarks import layerwise, reference
-    from sweep.models import to_arrays
+    from sweep.inputs.layers import to_arrays
 
     # 3.2e6 points per job (64 x 640 x 13 x 6), more where three chunks of the larger size need
     # it (the H200 runs of 2026-12-04 asked for four: 841 latencies at 2^20, 3,361 at 2^22;
@@ -149,23 +152,23 @@ def kernel_section(
                 net,
                 machine,
                 values,
-                engine.decode_info(job, a, size),
+                decode_info(job, a, size),
                 np.int32(n),
-                engine.known_front(None, np.float32),
+                known_front(None, np.float32),
             )
             for a in starts
         ]
         return args, n
 
     for job in p.jobs:
-        net, machine, values = engine.device_inputs(job, np.float32)
+        net, machine, values = device_inputs(job, np.float32)
         # a job smaller than the chunk (serial) runs in one chunk of the next power of two
         small = min(reduce_chunk, 1 << (job.size - 1).bit_length())
         every, n_every = calls(job, net, machine, values, chunk)
         reducing, n_reducing = calls(job, net, machine, values, small)
-        mat, _ = engine.build_chunk_fn(job, chunk, Keep("all"), np.float32)
-        fused, _ = engine.build_chunk_fn(job, small, Keep("top", ("t_epoch_s",), 1), np.float32)
-        front, _ = engine.build_chunk_fn(job, small, Keep("pareto", ("t_epoch_s", "p")), np.float32)
+        mat, _ = build_chunk_fn(job, chunk, Keep("all"), np.float32)
+        fused, _ = build_chunk_fn(job, small, Keep("top", ("t_epoch_s",), 1), np.float32)
+        front, _ = build_chunk_fn(job, small, Keep("pareto", ("t_epoch_s", "p")), np.float32)
         if CENSUS:
             for what, f, a in (
                 ("all", mat, every[0]),
@@ -283,7 +286,7 @@ def rss_section(tmp: Path, sizes: list[int]) -> list[tuple[int, float, float]]:
         spec = write_spec(tmp, f"rss{size}", list(STRATEGIES), 100, n_alpha)
         points = plan(load_spec(spec)).size
         code = (
-            "import resource, sys;from sweep.cli import main;"
+            "import resource, sys;from sweep.cli.main import main;"
             f"sys.argv=['sweep','run',{str(spec)!r},'-o',{str(tmp / f'rss{size}')!r},'--overwrite',"
             "'--keep','pareto:t_epoch_s,p'];\ntry:\n main()\nexcept SystemExit:\n pass\n"
             # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so a child of this
@@ -331,10 +334,10 @@ def main() -> None:
     global QUEUED, CENSUS, RUN_CHUNK
     QUEUED, CENSUS = args.queued, args.census
     RUN_CHUNK = 1 << args.run_chunk_log2 if args.run_chunk_log2 is not None else 0
-    limit = engine.MAX_CHUNK.bit_length() - 1
+    limit = MAX_CHUNK.bit_length() - 1
     for given in (args.chunk_log2, args.reduce_chunk_log2, args.run_chunk_log2):
         if given is not None and not 0 <= given <= limit:
-            ap.error(f"chunk sizes are 2^0 to 2^{limit} (engine.MAX_CHUNK), got 2^{given}")
+            ap.error(f"chunk sizes are 2^0 to 2^{limit} (MAX_CHUNK), got 2^{given}")
     threads = backend.start()  # as sweep run sizes XLA's CPU pool (sweep.backend)
     print(
         f"device: {jax.devices()[0].platform} x{len(jax.devices())} ({jax.devices()[0].device_kind}),"

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sweep.run import REDUCE_CHUNK, ROWS_CHUNK
+from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK
 
 ROOT = Path(__file__).resolve().parents[1]
 KEEP = "pareto:t_epoch_s,p"
@@ -55,9 +55,11 @@ import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
 import jax
-from sweep import engine
-from sweep.grid import load_spec, plan
-from sweep.run import RunOptions, parse_keep, run_sweep
+from sweep.engine.index import numeric_columns
+from sweep.inputs.grid import load_spec, plan
+from sweep.engine.run import run_sweep
+from sweep.engine.runstate import RunOptions
+from sweep.reduce.keep import parse_keep
 
 spec, out, keep, dask, warm = sys.argv[1], Path(sys.argv[2]), sys.argv[3] or None, sys.argv[4] or None, int(sys.argv[5])
 p = plan(load_spec(spec))
@@ -66,7 +68,7 @@ marks = []
 def progress(done, total, elapsed):
     marks.append((time.perf_counter(), done))
 
-opts = RunOptions(out=out, keep=parse_keep(keep, engine.numeric_columns(p.jobs[0])), overwrite=True, dask=dask)
+opts = RunOptions(out=out, keep=parse_keep(keep, numeric_columns(p.jobs[0])), overwrite=True, dask=dask)
 summary = run_sweep(p, opts, progress)
 t1 = time.perf_counter()
 (ts, ps) = marks[warm - 1]

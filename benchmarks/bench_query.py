@@ -75,7 +75,7 @@ def generate(
 
 def query(folder: str, objectives: int) -> dict:
     """Run the pareto query (in this process) and return its figures."""
-    from sweep.query import ScanStats, pareto
+    from sweep.answers.query import ScanStats, pareto
 
     stats = ScanStats()
     started = time.perf_counter()
@@ -98,7 +98,7 @@ def check(folder: Path, front: list[dict], objectives: int) -> bool:
     """The same front computed in memory (small --rows only)."""
     import pyarrow.dataset as ds
 
-    from sweep.pareto import pareto_mask_blocked
+    from sweep.reduce.pareto import pareto_mask_blocked
 
     names = objective_names(objectives)
     t = ds.dataset(folder).to_table(filter=ds.field("feasible"))

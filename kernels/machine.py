@@ -34,24 +34,6 @@ class Machine(NamedTuple):
     inter_bandwidth_Bps: Array  # [L]
 
 
-#: Scalar parameters that a sweep axis, ``--set`` or calibration may change.
-SCALAR_PARAMS: tuple[str, ...] = (
-    "gpu_flops",
-    "efficiency",
-    "gpu_mem_bytes",
-    "gpu_mem_bw_Bps",
-    "gpus_per_node",
-    "nics_per_node",
-    "bytes_per_element",
-    "wu_passes",
-    "intra_alpha_s",
-    "intra_bandwidth_Bps",
-    "inter_alpha_s",
-    "inter_bandwidth_Bps",
-    "allreduce_algo",
-)
-
-
 def with_params(machine: Machine, **values) -> Machine:
     """Override scalar parameters, traceably (SPEC section 3).
 

@@ -12,11 +12,10 @@ import jax.numpy as jnp
 
 from kernels._types import Array
 from kernels.machine import Machine
+from kernels.names import BATCH, MAX_P, MEMORY, OK
 from kernels.network import Net
 
 #: ``Cost.limit`` codes, index into this tuple (SPEC section 6, column ``limit``).
-LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch")
-OK, MEMORY, MAX_P, BATCH = 0, 1, 2, 3
 
 
 class Config(NamedTuple):

@@ -7,13 +7,16 @@ The network and machine are described, with their hand-computed totals, in
 from __future__ import annotations
 
 import jax
+import pytest
+
+import kernels
+from sweep.engine import backend
+from tests.helpers import small_machine_of, small_net_of
 
 jax.config.update("jax_enable_x64", True)
-
-import pytest  # noqa: E402
-
-import kernels  # noqa: E402
-from tests.helpers import small_machine_of, small_net_of  # noqa: E402
+# the CPU client with the flags a sweep's runs have (no FMA: every program rounds alike)
+with backend.same_bits_in_every_program():
+    jax.devices()
 
 
 @pytest.fixture(scope="session")

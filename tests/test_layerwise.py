@@ -42,7 +42,7 @@ MACHINES = ("abci", "dgx-h100", "abci@eff0.6")
 
 @cache
 def _model(key: str):
-    from sweep.models import load_model
+    from sweep.inputs.models import load_model
 
     if key == "tiny-cnn":
         return load_model(ROOT / "grids" / "models" / "tiny-cnn.toml")
@@ -56,8 +56,8 @@ def _model(key: str):
 @cache
 def _case(model_key: str, machine_key: str):
     """(reference, layerwise) of a model on a machine, built once."""
-    from sweep.machines import load_machine
-    from sweep.models import bind, to_arrays
+    from sweep.inputs.layers import bind, to_arrays
+    from sweep.inputs.machines import load_machine
 
     model = _model(model_key)
     profile = load_machine(machine_key.split("@")[0])
@@ -180,7 +180,7 @@ def _networks(draw):
 def test_layerwise_matches_reference_on_random_networks(arrays, samples, measured, name, p, b, p2, S):
     """build_net's sums and tables equal the per-layer sums on any network, not just the shipped ones."""
     from kernels import build_net
-    from sweep.machines import load_machine
+    from sweep.inputs.machines import load_machine
 
     profile = load_machine("abci")
     machine = profile.pytree(np.float64)

@@ -36,7 +36,7 @@ def _jitted(name: str):
 
 @cache
 def _model(key: str):
-    from sweep.models import load_model
+    from sweep.inputs.models import load_model
 
     if key == "resnet50":
         return load_model("resnet50")
@@ -48,8 +48,8 @@ def _model(key: str):
 @cache
 def _case(model_key: str, machine_key: str):
     """(net, machine, ref) of a model on a machine, built once."""
-    from sweep.machines import load_machine
-    from sweep.models import bind
+    from sweep.inputs.layers import bind
+    from sweep.inputs.machines import load_machine
 
     profile = load_machine(machine_key.split("@")[0])
     net = bind(_model(model_key), profile.name, profile.ref_rate_flops)
@@ -122,8 +122,9 @@ SECTION_8 = [
 @pytest.mark.skipif(FOLDER is None, reason="ParaDL example files not found")
 @pytest.mark.parametrize("row", SECTION_8, ids=[row[0] for row in SECTION_8])
 def test_reference_spec_section_8(row):
-    from sweep.machines import load_machine
-    from sweep.models import bind, load_model
+    from sweep.inputs.layers import bind
+    from sweep.inputs.machines import load_machine
+    from sweep.inputs.models import load_model
 
     name, lc, p, b, p2, *columns = row
     profile = load_machine("abci")

@@ -158,9 +158,9 @@ REL = 1e-9
 @pytest.fixture(scope="module")
 def bound():
     """``name -> Bound`` of each ParaDL file (no .lc) on abci with wu_passes = 0, built once."""
-    from sweep.evaluate import Bound
-    from sweep.machines import load_machine
-    from sweep.models import load_model
+    from sweep.inputs.configs import Bound
+    from sweep.inputs.machines import load_machine
+    from sweep.inputs.models import load_model
 
     profile = load_machine("abci").with_overrides({"wu_passes": 0})
     cache: dict = {}
@@ -180,7 +180,7 @@ def bound():
 
 def estimate(bound, name: str, strategy: str, p: int, b: int) -> dict:
     """One configuration through ``sweep.evaluate.estimate`` (all SPEC section 6 columns)."""
-    from sweep.evaluate import estimate as run
+    from sweep.engine.evaluate import estimate as run
 
     return run(bound(name), strategy, p, b)
 
@@ -197,7 +197,7 @@ def swept(bound):
     import jax.numpy as jnp
 
     from kernels import LIMITS, Config
-    from sweep.evaluate import point_fn
+    from sweep.engine.evaluate import point_fn
 
     cache: dict = {}
 

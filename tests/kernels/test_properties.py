@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernels
-from kernels.terms import MEMORY, OK
+from kernels.names import MEMORY, OK
 from tests.helpers import config, layer_arrays, paradl_dir, small_machine_of
 
 JIT = {name: jax.jit(fn) for name, fn in kernels.STRATEGIES.items()}
@@ -199,8 +199,9 @@ REALISTIC = [
 
 @pytest.mark.parametrize(("name", "lc", "cfg"), REALISTIC, ids=lambda v: v if isinstance(v, str) else None)
 def test_float32_agrees_with_float64(name, lc, cfg):
-    from sweep.machines import load_machine
-    from sweep.models import bind, load_model
+    from sweep.inputs.layers import bind
+    from sweep.inputs.machines import load_machine
+    from sweep.inputs.models import load_model
 
     folder = paradl_dir()
     if folder is None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import pytest
 
 import kernels
-from kernels.terms import LIMITS
+from kernels.names import LIMITS
 from tests.helpers import assert_terms, config, small_machine_of, small_net_of
 
 TERMS = ("t_comp_s", "t_allreduce_s", "t_allgather_s", "t_halo_s", "t_p2p_s", "mem_bytes")

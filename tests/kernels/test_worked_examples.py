@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kernels
-from kernels.terms import LIMITS
+from kernels.names import LIMITS
 from tests.helpers import paradl_dir
 
 FOLDER = paradl_dir()
@@ -36,13 +36,14 @@ TABLE = [
 
 @pytest.fixture(scope="module")
 def abci():
-    from sweep.machines import load_machine
+    from sweep.inputs.machines import load_machine
 
     return load_machine("abci")
 
 
 def resnet50(lc: str, profile) -> kernels.Net:
-    from sweep.models import bind, load_model
+    from sweep.inputs.layers import bind
+    from sweep.inputs.models import load_model
 
     model = load_model(FOLDER / "RESNET50_ImageNet_profall.net_sc", lc=FOLDER / lc)
     return bind(model, "abci", profile.ref_rate_flops)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import grids
-from sweep.machines import load_machine
-from sweep.measured import Measurements, read_measurements
-from sweep.validation import Predictions, predict
+from sweep.inputs.machines import load_machine
+from sweep.inputs.measured import Measurements, read_measurements
+from sweep.trust.validation import Predictions, predict
 
 PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ def small_sweep(tmp_path_factory) -> Path:
     """The output folder of ``sweep run`` on :data:`SMALL_SPEC` (run once per session, in chunks
     of 16 points so the data has several part files and row groups)."""
     if "small" not in _CACHE:
-        from sweep.cli import cli
+        from sweep.cli.main import cli
 
         root = tmp_path_factory.mktemp("small-sweep")
         spec = root / "small.toml"

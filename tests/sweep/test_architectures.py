@@ -17,9 +17,10 @@ import pytest
 import grids
 from kernels import KINDS
 from kernels.network import forward_flops
-from sweep import architectures
-from sweep.architectures import BUILTIN, conv, out_extent
-from sweep.models import Layer, Model, apply_lc, bind, load_model, load_model_toml, parse_net, to_arrays
+from sweep.inputs import architectures
+from sweep.inputs.architectures import BUILTIN, conv, out_extent
+from sweep.inputs.layers import Layer, Model, bind, to_arrays
+from sweep.inputs.models import apply_lc, load_model, load_model_toml, parse_net
 
 #: ParaDL's example files, beside the repository (SPEC section 5: ``../shared/paradl/``).
 PARADL = Path(__file__).resolve().parents[3] / "shared" / "paradl"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweep import backend
-from sweep.cli import cli
+from sweep.cli.main import cli
+from sweep.engine import backend
 from sweep.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def test_a_bad_setting_exits_2_from_the_cli(monkeypatch):
 
 START = """
 import json, os, sys
-from sweep import backend
+from sweep.engine import backend
 cpus = os.sched_getaffinity(0)
 first = backend.start()
 import jax

@@ -15,7 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 import grids
-from sweep.calibrate import (
+from sweep.cli.main import cli
+from sweep.errors import InputError
+from sweep.inputs.machines import load_machine, parse_machine, to_toml
+from sweep.inputs.measured import read_measurements
+from sweep.trust.calibrate import (
     Objective,
     Problem,
     calibrate,
@@ -25,11 +29,7 @@ from sweep.calibrate import (
     make_folds,
     parse_fit,
 )
-from sweep.cli import cli
-from sweep.errors import InputError
-from sweep.machines import load_machine, parse_machine, to_toml
-from sweep.measured import read_measurements
-from sweep.validation import predict, summarize, symmetric_accuracy
+from sweep.trust.validation import predict, summarize, symmetric_accuracy
 from tests.sweep.conftest import trust_doc
 
 PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"

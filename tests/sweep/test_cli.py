@@ -20,7 +20,7 @@ import jax
 import pytest
 from click.testing import CliRunner
 
-from sweep.cli import cli
+from sweep.cli.main import cli
 from tests.helpers import paradl_dir
 
 #: SPEC section 6's columns, in order, for a configuration without machine overrides.
@@ -172,7 +172,7 @@ def ring_allreduce_epoch_s(p: int, b: int, bandwidth_Bps: float) -> float:
 
 
 def test_builtin_resnet50_weight_count():
-    from sweep.models import load_model
+    from sweep.inputs.models import load_model
 
     assert load_model("resnet50").describe()["weights"] == RESNET50_WEIGHTS == 25_502_912
 
@@ -532,14 +532,13 @@ def test_describe_devices_names_accelerators_and_counts():
         def __init__(self, platform, kind):
             self.platform, self.device_kind = platform, kind
 
-    from sweep import engine
+    from sweep.engine.devices import describe_devices
 
-    assert engine.describe_devices([Device("cpu", "cpu")] * 2) == "2 cpu"
+    assert describe_devices([Device("cpu", "cpu")] * 2) == "2 cpu"
     h200 = Device("gpu", "NVIDIA H200")
-    assert engine.describe_devices([h200, h200]) == "2 gpu (NVIDIA H200)"
+    assert describe_devices([h200, h200]) == "2 gpu (NVIDIA H200)"
     assert (
-        engine.describe_devices([h200, Device("gpu", "NVIDIA H100")])
-        == "1 gpu (NVIDIA H200), 1 gpu (NVIDIA H100)"
+        describe_devices([h200, Device("gpu", "NVIDIA H100")]) == "1 gpu (NVIDIA H200), 1 gpu (NVIDIA H100)"
     )
 
 

@@ -13,12 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from kernels import Config
-from sweep.cli import cli
-from sweep.codesign import Question, configurations, format_answer, parse_target, solve
+from sweep.answers.codesign import Question, configurations, format_answer, parse_target, solve
+from sweep.cli.main import cli
+from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
-from sweep.evaluate import Bound, point_fn
-from sweep.machines import load_machine
-from sweep.models import load_model
+from sweep.inputs.configs import Bound
+from sweep.inputs.machines import load_machine
+from sweep.inputs.models import load_model
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +171,7 @@ def test_calibrated_overheads_move_the_threshold_as_estimate_does():
     """With an allreduce overhead, the threshold is where estimate (which applies it) meets the target."""
     import dataclasses
 
-    from sweep.evaluate import estimate
+    from sweep.engine.evaluate import estimate
 
     jax.config.update("jax_enable_x64", True)
     calibrated = dataclasses.replace(load_machine("abci"), overheads={"data": {"allreduce": 2.0}})

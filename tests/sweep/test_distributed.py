@@ -31,13 +31,16 @@ import pytest
 from click.testing import CliRunner
 
 import grids
-from sweep import engine, store
-from sweep import reducer as reducer_module
-from sweep.cli import cli
+from sweep.cli.main import cli
+from sweep.engine.index import n_chunks, numeric_columns, spans
+from sweep.engine.run import run_sweep
+from sweep.engine.runstate import DoneChunks, Interrupted, RunOptions, Shard, parse_shard
 from sweep.errors import InputError
-from sweep.grid import load_spec, parse_spec, plan
-from sweep.pareto import pareto_mask
-from sweep.run import Interrupted, RunOptions, Shard, _Done, parse_keep, parse_shard, run_sweep
+from sweep.inputs.grid import load_spec, parse_spec, plan
+from sweep.output import store
+from sweep.reduce import reducer as reducer_module
+from sweep.reduce.keep import parse_keep
+from sweep.reduce.pareto import pareto_mask
 from tests.helpers import python_on_cpu_devices
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,7 +97,7 @@ def run_api(spec: Path, out: Path, keep: str | None = None, **options):
     """``run_sweep`` with ``--chunk 16``, ``--keep keep`` and other :class:`RunOptions` fields."""
     p = plan(load_spec(spec))
     opts = RunOptions(
-        out=out, chunk=options.pop("chunk", CHUNK), keep=parse_keep(keep, engine.numeric_columns(p.jobs[0]))
+        out=out, chunk=options.pop("chunk", CHUNK), keep=parse_keep(keep, numeric_columns(p.jobs[0]))
     )
     for key, value in options.items():
         setattr(opts, key, value)
@@ -155,9 +158,9 @@ def test_shard_spans_partition_the_index_space(n):
     seen: list[tuple[int, int]] = []
     sizes = []
     for k in range(n):
-        spans = engine.spans(p.jobs, k, n)
-        sizes.append(sum(s.hi - s.lo for s in spans))
-        seen.extend((s.job.index, i) for s in spans for i in range(s.lo, s.hi))
+        parts = spans(p.jobs, k, n)
+        sizes.append(sum(s.hi - s.lo for s in parts))
+        seen.extend((s.job.index, i) for s in parts for i in range(s.lo, s.hi))
     assert seen == [(j.index, i) for j in p.jobs for i in range(j.size)], "contiguous, in order, once"
     assert max(sizes) - min(sizes) <= 1, "equal parts"
 
@@ -178,11 +181,11 @@ def test_bad_shard_option_is_one_line_exit_2(spec, tmp_path):
 
 
 def test_done_chunks_out_of_order_round_trip():
-    done = _Done({})
+    done = DoneChunks({})
     for number in (2, 0, 4):
         done.mark(7, number)
     assert done.to_json() == ({7: 1}, {7: [2, 4]})
-    again = _Done(json.loads(json.dumps(dict(zip(("done", "done_extra"), done.to_json(), strict=True)))))
+    again = DoneChunks(json.loads(json.dumps(dict(zip(("done", "done_extra"), done.to_json(), strict=True)))))
     assert [again.has(7, c) for c in range(6)] == [True, False, True, False, True, False]
     again.mark(7, 1)
     again.mark(7, 3)
@@ -195,23 +198,28 @@ MULTI_DEVICE = """
 import sys
 from pathlib import Path
 import jax
-from sweep import engine, reducer
-from sweep.grid import load_spec, parse_spec, plan
-from sweep.run import RunOptions, parse_keep, run_sweep
+from sweep.engine import filters, index, program
+from sweep.reduce import reducer
+from sweep.inputs.grid import load_spec, parse_spec, plan
+from sweep.engine.run import run_sweep
+from sweep.engine.runstate import RunOptions
+from sweep.reduce.keep import parse_keep
+from sweep.engine import backend
 
+backend.start()  # JAX's CPU client as a run starts it (no FMA), before it is asked for devices
 assert len(jax.devices()) == 2, jax.devices()
 reducer.REDUCE_ROWS = 1  # reduced at every chunk: later chunks are given the host's front
 given = [0]
-real_front = engine.known_front
-engine.known_front = lambda v, dtype: given.append(0 if v is None else len(v)) or real_front(v, dtype)
+real_front = filters.known_front
+filters.known_front = lambda v, dtype: given.append(0 if v is None else len(v)) or real_front(v, dtype)
 spec, out = sys.argv[1], Path(sys.argv[2])
 p = plan(load_spec(spec))
-cols = engine.numeric_columns(p.jobs[0])
+cols = index.numeric_columns(p.jobs[0])
 for name, keep in (("all", None), ("pareto", "{pareto}"), ("top", "{top}")):
     # chunk 15 over 2 devices: each takes 8 points, one padded
     run_sweep(p, RunOptions(out=out / name, chunk=15, keep=parse_keep(keep, cols)))
-print("traces", sorted(set(engine.TRACES.values())))
-engine.FLOAT_CHUNK = 0  # each device's points decoded in int32, as chunks above 2^22 are
+print("traces", sorted(set(program.TRACES.values())))
+index.FLOAT_CHUNK = 0  # each device's points decoded in int32, as chunks above 2^22 are
 run_sweep(p, RunOptions(out=out / "all-int32", chunk=15))
 print("front points given", max(given) > 0)
 """
@@ -220,8 +228,9 @@ print("front points given", max(given) > 0)
 ONE_CPU = """
 import sys
 from pathlib import Path
-from sweep.grid import load_spec, plan
-from sweep.run import RunOptions, run_sweep
+from sweep.inputs.grid import load_spec, plan
+from sweep.engine.run import run_sweep
+from sweep.engine.runstate import RunOptions
 
 run_sweep(plan(load_spec(sys.argv[1])), RunOptions(out=Path(sys.argv[2]), chunk=int(sys.argv[3])))
 """
@@ -248,8 +257,9 @@ def test_forced_cpu_devices_give_the_same_rows(spec, reference, tmp_path):
 KILLED_SHARD = """
 import os, sys, time
 from pathlib import Path
-from sweep.grid import load_spec, parse_spec, plan
-from sweep.run import RunOptions, Shard, run_sweep
+from sweep.inputs.grid import load_spec, parse_spec, plan
+from sweep.engine.run import run_sweep
+from sweep.engine.runstate import RunOptions, Shard
 
 calls = [0]
 out = Path(sys.argv[2])
@@ -313,7 +323,7 @@ def test_shards_killed_and_rerun_give_the_same_rows(sharded, reference):
 
 def test_shard_boundary_cuts_a_job_off_chunk_boundaries(sharded, spec):
     p = plan(load_spec(spec))
-    lo = engine.spans(p.jobs, 1, 2)[0].lo
+    lo = spans(p.jobs, 1, 2)[0].lo
     assert lo % CHUNK != 0, "the second shard's chunks start mid-job, off the one-run chunk grid"
     m = json.loads((sharded / "_manifest-s0001of0002.json").read_text())
     assert m["jobs"][0]["range"][0] == lo
@@ -426,13 +436,13 @@ def test_dask_worker_killed_mid_run_gives_the_same_rows(client, spec, reference,
     assert marker.exists(), "a worker was killed"
     assert as_set(rows_of(out)) == as_set(reference)
     p = plan(load_spec(spec))
-    want = {store.part_name(j.index, c) for j in p.jobs for c in range(engine.n_chunks(j, CHUNK))}
+    want = {store.part_name(j.index, c) for j in p.jobs for c in range(n_chunks(j, CHUNK))}
     assert {f.name for f in out.glob("part-*.parquet")} == want, "one part file per chunk"
     assert temporaries(out) == []
     m = json.loads((out / store.MANIFEST).read_text())
     assert m["complete"] is True
     assert m["rows"] == summary.rows == len(reference)
-    assert m["done"] == {str(j.index): engine.n_chunks(j, CHUNK) for j in p.jobs}
+    assert m["done"] == {str(j.index): n_chunks(j, CHUNK) for j in p.jobs}
 
 
 def test_dask_interrupted_then_resumed_gives_the_same_rows(client, spec, reference, tmp_path):
@@ -453,7 +463,7 @@ def test_dask_interrupted_then_resumed_gives_the_same_rows(client, spec, referen
     opts.resume = True
     run_sweep(p, opts)
     assert as_set(rows_of(out)) == as_set(reference)
-    assert len(list(out.glob("part-*.parquet"))) == sum(engine.n_chunks(j, CHUNK) for j in p.jobs)
+    assert len(list(out.glob("part-*.parquet"))) == sum(n_chunks(j, CHUNK) for j in p.jobs)
     assert json.loads((out / store.MANIFEST).read_text())["rows"] == len(reference)
 
 

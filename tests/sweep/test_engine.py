@@ -35,15 +35,45 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import grids
-from sweep import engine, store
-from sweep import reducer as reducer_module
-from sweep.cli import cli
+from sweep.cli.main import cli
+from sweep.engine import devices as devices_module
+from sweep.engine import filters as filters_module
+from sweep.engine import index as index_module
+from sweep.engine import program as program_module
+from sweep.engine import survivors as survivors_module
+from sweep.engine.evaluate import RESULT_COLUMNS, estimate
+from sweep.engine.filters import (
+    PARETO_BLOCK,
+    PARETO_FRONT,
+    PARETO_SHORT,
+    compact_indices,
+    front_points,
+    known_front,
+    pareto_2d,
+    pareto_kd,
+    tile,
+    top_k_candidates,
+)
+from sweep.engine.index import (
+    FLOAT_CHUNK,
+    decode_info,
+    digits_at,
+    inner_split,
+    int_columns,
+    numeric_columns,
+    program_chunk,
+)
+from sweep.engine.program import TRACES, build_chunk_fn, device_inputs, prepare_points
+from sweep.engine.survivors import Again, _undominated, _within_top, host_candidates, positions, survivors
 from sweep.errors import InputError
-from sweep.evaluate import RESULT_COLUMNS, Bound, estimate
-from sweep.grid import Job
-from sweep.machines import load_machine
-from sweep.models import load_model
-from sweep.pareto import pareto_brute, pareto_mask
+from sweep.inputs.configs import Bound
+from sweep.inputs.grid import Job
+from sweep.inputs.machines import load_machine
+from sweep.inputs.models import load_model
+from sweep.output import store
+from sweep.reduce import reducer as reducer_module
+from sweep.reduce.keep import Keep
+from sweep.reduce.pareto import pareto_brute, pareto_mask
 
 HYBRIDS = ("data+filter", "data+spatial")
 PAPER_SPEC = grids.SWEEPS / "paper-resnet50-vgg16.toml"
@@ -161,10 +191,10 @@ def run_spec(tmp: Path, name: str, text: str, *options) -> Run:
     spec = tmp / f"{name}.toml"
     spec.write_text(text)
     out = tmp / f"{name}-out"
-    engine.TRACES.clear()
+    TRACES.clear()
     result = sweep("run", spec, "-o", out, *options)
     assert result.exit_code == 0, result.output
-    return Run(spec, out, result.stdout, dict(engine.TRACES), read_rows(out))
+    return Run(spec, out, result.stdout, dict(TRACES), read_rows(out))
 
 
 @functools.cache
@@ -445,7 +475,7 @@ def test_no_temporaries_after_success(grid, paper32):
 @pytest.mark.parametrize("second", ["gpu_hours", "mem_bytes"])
 def test_keep_pareto_of_two_result_columns_equals_the_front_of_the_full_output(grid, tmp_path, second):
     """A second objective that is a result column, not a configuration column such as p:
-    the device's pre-filter reads it materialised (engine._pareto_2d)."""
+    the device's pre-filter reads it materialised (pareto_2d)."""
     kept = run_spec(tmp_path, "pareto2", GRID_SPEC, "--chunk", CHUNK, "--keep", f"pareto:t_epoch_s,{second}")
     feasible = [r for r in grid.rows if r["feasible"]]
     objectives = np.array([[r["t_epoch_s"], r[second]] for r in feasible], dtype=np.float64)
@@ -461,24 +491,24 @@ def test_keep_pareto_of_two_result_columns_equals_the_front_of_the_full_output(g
 )
 def test_keep_pareto_equals_the_front_of_the_full_output(grid, tmp_path, monkeypatch, compact, point_rows):
     if compact is not None:
-        monkeypatch.setattr(engine, "COMPACT_ROWS", compact)
+        monkeypatch.setattr(program_module, "COMPACT_ROWS", compact)
         monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)  # the host reduces at every chunk, not once
     if point_rows is not None:
-        monkeypatch.setattr(engine, "POINT_ROWS", point_rows)
+        monkeypatch.setattr(program_module, "POINT_ROWS", point_rows)
     prepared: list[str] = []  # jobs whose points function was compiled ahead, not on first use
-    real = engine.prepare_points
+    real = prepare_points
     monkeypatch.setattr(
-        engine, "prepare_points", lambda job, *a: prepared.append(job.strategy) or real(job, *a)
+        program_module, "prepare_points", lambda job, *a: prepared.append(job.strategy) or real(job, *a)
     )
-    fronts: list[np.ndarray] = []  # the host's front each chunk was given (engine.known_front)
-    real_front = engine.known_front
+    fronts: list[np.ndarray] = []  # the host's front each chunk was given (known_front)
+    real_front = known_front
 
-    def known_front(vectors, dtype):
+    def spy_front(vectors, dtype):
         if vectors is not None:
             fronts.append(vectors)
         return real_front(vectors, dtype)
 
-    monkeypatch.setattr(engine, "known_front", known_front)
+    monkeypatch.setattr(filters_module, "known_front", spy_front)
     kept = run_spec(tmp_path, "pareto", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p")
     # once a job had more candidates than it compacts, the later jobs' fallbacks were
     # prepared with their kernels
@@ -616,8 +646,8 @@ def _one_chunk_per_job(grid, tmp_path, monkeypatch, keep: str, name: str) -> int
     """Runs GRID_SPEC with a chunk that holds every job and ``--keep keep``, checks the rows
     kept are those of the full output, and returns how many chunks the host reduced."""
     calls = []
-    real = engine.host_candidates
-    monkeypatch.setattr(engine, "host_candidates", lambda *a: calls.append(1) or real(*a))
+    real = host_candidates
+    monkeypatch.setattr(survivors_module, "host_candidates", lambda *a: calls.append(1) or real(*a))
     big = str(len(grid.rows))  # every job fits in one chunk
     kept = run_spec(tmp_path, name, GRID_SPEC, "--chunk", big, "--keep", keep)
     feasible = [r for r in grid.rows if r["feasible"]]
@@ -637,7 +667,7 @@ def test_keep_of_jobs_within_one_chunk_reduces_on_the_host(grid, tmp_path, monke
     """Jobs of one chunk or less return every row and the host picks the candidates (their
     reducing programs would take longer to compile than to run): the same rows are kept."""
     assert _one_chunk_per_job(grid, tmp_path, monkeypatch, keep, "whole") == 3  # one chunk a job
-    assert sorted(engine.TRACES.values()) == [1, 1, 1]  # one program per job
+    assert sorted(TRACES.values()) == [1, 1, 1]  # one program per job
 
 
 @pytest.mark.parametrize("keep", ["pareto:t_epoch_s,p", "top:15:mem_bytes"])
@@ -646,7 +676,7 @@ def test_keep_of_large_jobs_reduces_on_the_device_whatever_the_chunk(grid, tmp_p
     of 0.6-7.8 M points) reduced every job on the host, 7.7 s against 1.0 s at 2^20. Here
     the cap is lowered below this grid's jobs; one chunk holds each, the device reduces it,
     and the rows kept are those of the full output."""
-    monkeypatch.setattr(engine, "HOST_REDUCE_MAX", 8)
+    monkeypatch.setattr(program_module, "HOST_REDUCE_MAX", 8)
     assert _one_chunk_per_job(grid, tmp_path, monkeypatch, keep, "device") == 0
 
 
@@ -669,7 +699,7 @@ def test_timings_say_where_the_time_went(grid, tmp_path, monkeypatch):
     assert abs(sum(t[k] for k in parts) - t["main"]) <= 0.03
     assert t["made"] == 3 and t["again"] == 0 and t["final"] <= t["main"]
     assert t["sink"] > 0  # part files were written on the writer threads
-    monkeypatch.setattr(engine, "COMPACT_ROWS", 4)
+    monkeypatch.setattr(program_module, "COMPACT_ROWS", 4)
     tied = run_spec(
         tmp_path, "tied", GRID_SPEC, "--chunk", CHUNK, "--keep", "pareto:t_epoch_s,p", "--timings"
     )
@@ -681,7 +711,8 @@ def test_timings_say_where_the_time_went(grid, tmp_path, monkeypatch):
 def test_default_chunk_is_larger_for_a_reduction(grid, tmp_path):
     """Without --chunk, a --keep reduction runs chunks of 2^20 points and a run writing
     every row chunks of 2^18; the manifest records the one used, and --chunk overrides it."""
-    from sweep.run import REDUCE_CHUNK, ROWS_CHUNK, RunOptions, parse_keep
+    from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK, RunOptions
+    from sweep.reduce.keep import parse_keep
 
     assert (ROWS_CHUNK, REDUCE_CHUNK) == (1 << 18, 1 << 20)
     cols = ("t_epoch_s", "p")
@@ -731,7 +762,7 @@ def test_columns_writes_only_those_columns(grid, tmp_path):
 
 def _interrupt_after(monkeypatch, chunks: int) -> None:
     """Make ``sweep run`` raise KeyboardInterrupt (as SIGINT would) after ``chunks`` chunks."""
-    import sweep.run
+    import sweep.engine.run
 
     calls = [0]
 
@@ -740,7 +771,7 @@ def _interrupt_after(monkeypatch, chunks: int) -> None:
         if calls[0] == chunks:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(sweep.run, "tty_progress", lambda: progress)
+    monkeypatch.setattr(sweep.engine.run, "tty_progress", lambda: progress)
 
 
 def test_interrupt_then_resume_equals_a_clean_run(grid, tmp_path, monkeypatch):
@@ -786,12 +817,14 @@ def test_a_reduction_on_a_gpu_defaults_to_larger_chunks(tmp_path, monkeypatch):
     on Dask workers the chunk stays as it was."""
     from types import SimpleNamespace
 
-    from sweep.run import GPU_REDUCE_CHUNK, REDUCE_CHUNK, ROWS_CHUNK, RunOptions, _settle_chunk, parse_keep
+    from sweep.engine.run import _settle_chunk
+    from sweep.engine.runstate import GPU_REDUCE_CHUNK, REDUCE_CHUNK, ROWS_CHUNK, RunOptions
+    from sweep.reduce.keep import parse_keep
 
     keep = parse_keep("pareto:t_epoch_s,p", ("t_epoch_s", "p"))
     assert GPU_REDUCE_CHUNK == 1 << 24
     assert _settle_chunk(RunOptions(out=tmp_path, keep=keep)).chunk == REDUCE_CHUNK  # this CPU
-    monkeypatch.setattr(engine, "local_devices", lambda: [SimpleNamespace(platform="gpu")])
+    monkeypatch.setattr(devices_module, "local_devices", lambda: [SimpleNamespace(platform="gpu")])
     assert _settle_chunk(RunOptions(out=tmp_path, keep=keep)).chunk == GPU_REDUCE_CHUNK
     assert _settle_chunk(RunOptions(out=tmp_path, keep=keep, chunk=64)).chunk == 64
     assert _settle_chunk(RunOptions(out=tmp_path)).chunk == ROWS_CHUNK
@@ -804,41 +837,39 @@ def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, p
     read, with the values the full evaluation of the chunk gives it."""
     import tomllib
 
-    from sweep.grid import parse_spec, plan
+    from sweep.inputs.grid import parse_spec, plan
 
-    monkeypatch.setattr(engine, "COMPACT_ROWS", 4)
-    monkeypatch.setattr(engine, "POINT_ROWS", point_rows)
+    monkeypatch.setattr(program_module, "COMPACT_ROWS", 4)
+    monkeypatch.setattr(program_module, "POINT_ROWS", point_rows)
     job = plan(parse_spec(tomllib.loads(GRID_SPEC), "grid", Path("."))).jobs[0]
     assert job.strategy == "data"  # in-node p: all ten bandwidths tie, so fronts have >= 10 rows
-    chunk, keep = 64, engine.Keep("pareto", ("t_epoch_s", "p"))
-    fn, compact = engine.build_chunk_fn(job, chunk, keep, np.float32)
-    full, _ = engine.build_chunk_fn(job, chunk, engine.Keep("all"), np.float32)
+    chunk, keep = 64, Keep("pareto", ("t_epoch_s", "p"))
+    fn, compact = build_chunk_fn(job, chunk, keep, np.float32)
+    full, _ = build_chunk_fn(job, chunk, Keep("all"), np.float32)
     assert compact == 4
-    inputs = engine.device_inputs(job, np.float32)
-    ti, pi = RESULT_COLUMNS.index("t_epoch_s"), engine.int_columns(job).index("p")
-    again = engine.Again(job, np.float32)
+    inputs = device_inputs(job, np.float32)
+    ti, pi = RESULT_COLUMNS.index("t_epoch_s"), int_columns(job).index("p")
+    again = Again(job, np.float32)
     evaluated: list[int] = []
-    rows = engine.Again.rows
-    monkeypatch.setattr(
-        engine.Again, "rows", lambda self, local: evaluated.append(len(local)) or rows(self, local)
-    )
+    rows = Again.rows
+    monkeypatch.setattr(Again, "rows", lambda self, local: evaluated.append(len(local)) or rows(self, local))
     for start in range(0, job.size, chunk):
         n_real = min(chunk, job.size - start)
-        info = engine.decode_info(job, start, chunk)
-        out = fn(*inputs, info, np.int32(n_real), engine.known_front(None, np.float32))
-        found = engine.survivors(out, again.at(start))
+        info = decode_info(job, start, chunk)
+        out = fn(*inputs, info, np.int32(n_real), known_front(None, np.float32))
+        found = survivors(out, again.at(start))
         # the chunk's front from its full output
-        every = full(*inputs, info, np.int32(n_real), engine.known_front(None, np.float32))
+        every = full(*inputs, info, np.int32(n_real), known_front(None, np.float32))
         where = np.flatnonzero(np.asarray(every.mask) & (np.asarray(every.limit) == 0))
         objectives = np.stack([np.asarray(every.floats)[ti, where], np.asarray(every.ints)[pi, where]], 1)
-        front = engine.positions(every, where[pareto_mask(objectives.astype(np.float64))])
+        front = positions(every, where[pareto_mask(objectives.astype(np.float64))])
         # every row of the front is read; the device may pass on a few more (the host's
         # reduction is exact), all of them read with their own values
         assert set(front.tolist()) <= set(found.local.tolist()), start
         assert len(found.local) == len(set(found.local.tolist())) == int(out.count)
         mine = np.stack([found.floats[ti], found.ints[pi]], 1).astype(np.float64)
         assert sorted(found.local[pareto_mask(mine)].tolist()) == sorted(front.tolist()), start
-        at = {int(v): k for k, v in enumerate(engine.positions(every, where).tolist())}
+        at = {int(v): k for k, v in enumerate(positions(every, where).tolist())}
         picked = where[[at[int(v)] for v in found.local]]
         np.testing.assert_array_equal(found.floats, np.asarray(every.floats)[:, picked])
         np.testing.assert_array_equal(found.ints, np.asarray(every.ints)[:, picked])
@@ -855,7 +886,7 @@ def test_digits_at_equals_divmod(data):
     job = Job(0, None, "data", {f"a{i}": np.arange(r) for i, r in enumerate(radices)})  # type: ignore[arg-type]
     size = math.prod(radices)
     index = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=20)), dtype=np.int64)
-    got = engine.digits_at(job, index)
+    got = digits_at(job, index)
     for k, flat in enumerate(index.tolist()):
         assert got[:, k].tolist() == _python_digits(job, flat)
 
@@ -1100,8 +1131,8 @@ def _python_digits(job: Job, flat: int) -> list[int]:
 def _check_info(job: Job, start: int, chunk: int) -> np.ndarray:
     """decode_info: the outer digits of ``start // T`` and the window ``start % T`` (T = inner box)."""
     radices = [len(v) for v in job.axes.values()]
-    j = engine.inner_split(radices, chunk)
-    info = engine.decode_info(job, start, chunk)
+    j = inner_split(radices, chunk)
+    info = decode_info(job, start, chunk)
     digits = _python_digits(job, start)
     assert info[:j, 0].tolist() == digits[:j], start
     inner = 0
@@ -1113,18 +1144,18 @@ def _check_info(job: Job, start: int, chunk: int) -> np.ndarray:
 
 def _device_digits(job: Job, chunk: int, starts, dtype=np.float32) -> None:
     """Run the real chunk function at each start; every real row's digits equal divmod's."""
-    fn, _ = engine.build_chunk_fn(job, chunk, engine.Keep("all"), dtype)
-    net, machine, values = engine.device_inputs(job, dtype)
-    names = engine.int_columns(job)
+    fn, _ = build_chunk_fn(job, chunk, Keep("all"), dtype)
+    net, machine, values = device_inputs(job, dtype)
+    names = int_columns(job)
     axis_names = list(job.axes)
     radices = [len(v) for v in job.axes.values()]
     for start in starts:
         n_real = min(chunk, job.size - start)
         info = _check_info(job, start, chunk)
-        out = fn(net, machine, values, info, np.int32(n_real), engine.known_front(None, np.float32))
+        out = fn(net, machine, values, info, np.int32(n_real), known_front(None, np.float32))
         mask = np.asarray(out.mask)
         where = np.flatnonzero(mask)
-        offsets = engine.positions(out, where)  # outputs span whole inner boxes
+        offsets = positions(out, where)  # outputs span whole inner boxes
         assert offsets.tolist() == list(range(n_real)), start
         ints = np.asarray(out.ints)[:, where]
         got = []
@@ -1140,10 +1171,10 @@ def _device_digits(job: Job, chunk: int, starts, dtype=np.float32) -> None:
 
 @pytest.fixture(params=["float32", "int32"])
 def decode_by(request, monkeypatch):
-    """Both decodes: float32 (chunks up to engine.FLOAT_CHUNK) and int32 (larger chunks),
+    """Both decodes: float32 (chunks up to FLOAT_CHUNK) and int32 (larger chunks),
     the latter forced at these small chunks."""
     if request.param == "int32":
-        monkeypatch.setattr(engine, "FLOAT_CHUNK", 0)
+        monkeypatch.setattr(index_module, "FLOAT_CHUNK", 0)
     return request.param
 
 
@@ -1199,12 +1230,14 @@ def test_decode_info_digits_are_the_start_digits(chunk, decode_by):
 
 
 def test_chunks_beyond_float32_decode_keep_the_same_rows(tmp_path):
-    """A chunk of 5 M points, above engine.FLOAT_CHUNK, decodes in int32 (the decode itself
+    """A chunk of 5 M points, above FLOAT_CHUNK, decodes in int32 (the decode itself
     is checked point by point above, forced at small chunks): its top 50 and Pareto front
     equal those of 2^20-point chunks, row for row. 6.24 M points in one job, two chunks:
     13 p x 2 b x 400 bandwidths x 600 latencies."""
-    from sweep.grid import load_spec, plan
-    from sweep.run import RunOptions, parse_keep, run_sweep
+    from sweep.engine.run import run_sweep
+    from sweep.engine.runstate import RunOptions
+    from sweep.inputs.grid import load_spec, plan
+    from sweep.reduce.keep import parse_keep
 
     spec = tmp_path / "big.toml"
     spec.write_text(
@@ -1220,12 +1253,12 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, 600] }}
 """
     )
     p = plan(load_spec(spec))
-    assert p.jobs[0].size == 6_240_000 > 5_000_000 > engine.FLOAT_CHUNK
+    assert p.jobs[0].size == 6_240_000 > 5_000_000 > FLOAT_CHUNK
     for keep in ("top:50:t_epoch_s", "pareto:t_epoch_s,p"):
         tables = []
         for chunk in (1 << 20, 5_000_000):
             out = tmp_path / f"{keep.split(':')[0]}-{chunk}"
-            keeping = parse_keep(keep, engine.numeric_columns(p.jobs[0]))
+            keeping = parse_keep(keep, numeric_columns(p.jobs[0]))
             run_sweep(p, RunOptions(out=out, chunk=chunk, keep=keeping))
             tables.append(pq.read_table(out / "part-keep.parquet").to_pylist())
         assert tables[0] == tables[1], keep
@@ -1234,12 +1267,12 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, 600] }}
 
 def test_program_chunk_fits_a_small_job():
     job = _job({"p": np.arange(1, 4), "b": np.arange(1, 36)}, index=950)  # 105 points
-    assert engine.program_chunk(job, 1 << 18) == 105
-    assert engine.program_chunk(job, 64) == 64  # a job of several chunks keeps the run's
-    assert engine.program_chunk(job, 105) == 105
-    assert engine.program_chunk(job, 106) == 105
+    assert program_chunk(job, 1 << 18) == 105
+    assert program_chunk(job, 64) == 64  # a job of several chunks keeps the run's
+    assert program_chunk(job, 105) == 105
+    assert program_chunk(job, 106) == 105
     one = _job({"p": np.arange(1, 2)}, index=951)
-    assert engine.program_chunk(one, 1 << 20) == 1
+    assert program_chunk(one, 1 << 20) == 1
 
 
 # ----------------------------------------------------------------------------- pareto
@@ -1285,7 +1318,7 @@ def test_pareto_mask_keeps_infinite_objectives(objs, want):
     assert pareto_mask(objs).tolist() == want
 
 
-_front_points = jax.jit(engine._front_points, static_argnums=2)
+_front_points = jax.jit(front_points, static_argnums=2)
 
 
 @settings(deadline=None, max_examples=100)
@@ -1306,7 +1339,7 @@ def test_front_points_are_the_distinct_points_of_the_front(objs, k):
     np.testing.assert_array_equal(np.stack([f1, f2], axis=1), np.array(want, dtype=np.float32))
 
 
-_device_pareto_fast = jax.jit(engine._pareto_2d)
+_device_pareto_fast = jax.jit(pareto_2d)
 
 
 def assert_front_candidates(got: np.ndarray, objs: np.ndarray, ok: np.ndarray) -> None:
@@ -1334,7 +1367,7 @@ def undominated_by_references(
     number = ok & ~np.isnan(objs).any(axis=1)
     finite = number & np.isfinite(objs).all(axis=1)
     refs = []
-    block = engine._tile(len(objs), engine.PARETO_BLOCK)
+    block = tile(len(objs), PARETO_BLOCK)
     for lo in range(0, len(objs), block):
         rows = objs[lo : lo + block][finite[lo : lo + block]]
         if len(rows):
@@ -1364,21 +1397,21 @@ def assert_prefilter(
         assert_front_candidates(got, objs, ok)
     want, points = undominated_by_references(objs, ok, known)
     assert not (want & ~got).any(), "a row no reference dominates was dropped"
-    if points <= engine.PARETO_FRONT:
+    if points <= PARETO_FRONT:
         np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize(
     "steps",
-    [1, engine.PARETO_SHORT, engine.PARETO_SHORT + 1, engine.PARETO_FRONT, engine.PARETO_FRONT + 1, 40],
+    [1, PARETO_SHORT, PARETO_SHORT + 1, PARETO_FRONT, PARETO_FRONT + 1, 40],
 )
 def test_device_pareto_prefilter_on_a_staircase(steps):
     """A front of ``steps`` points, one per block, each block's other rows dominated by its
     own point alone, and two rows with an infinite objective on the front: the candidates
     are exactly the front, whichever path the length of the front picks (at most
     PARETO_FRONT points: every row against each; more: the buckets)."""
-    block = engine.PARETO_BLOCK
-    objs = np.zeros((steps * block, 2), np.float32)  # whole blocks: engine._tile keeps them
+    block = PARETO_BLOCK
+    objs = np.zeros((steps * block, 2), np.float32)  # whole blocks: tile keeps them
     for j in range(steps):
         objs[j * block : (j + 1) * block] = (j + 0.5, steps - j + 0.5)  # above-right of step j only
         objs[j * block : (j + 1) * block : 2] = (j, steps - j + 0.5)  # above it, in its bucket
@@ -1470,7 +1503,7 @@ def test_device_pareto_of_sweep_like_chunks(n, seed, run, tie, flaw):
     assert_prefilter(got, objs, ok)
 
 
-_device_pareto_known = jax.jit(engine._pareto_2d, static_argnums=3)
+_device_pareto_known = jax.jit(pareto_2d, static_argnums=3)
 
 
 @settings(deadline=None, max_examples=60)
@@ -1483,7 +1516,7 @@ _device_pareto_known = jax.jit(engine._pareto_2d, static_argnums=3)
     flaw=st.sampled_from(["none", "inf", "not ok", "odd rows", "nan"]),
 )
 def test_device_pareto_drops_what_a_known_front_dominates(n, seed, run, tie, points, flaw):
-    """With the points of a front found before (``known``, as engine.known_front gives
+    """With the points of a front found before (``known``, as known_front gives
     them: a longer front thinned to PARETO_FRONT points; some equal to rows here): every
     row that neither another row nor a known point dominates is passed on (rows equal to
     a known point too), nothing that is not a candidate; and when the references' front
@@ -1497,7 +1530,7 @@ def test_device_pareto_drops_what_a_known_front_dominates(n, seed, run, tie, poi
     )
     seen = seen[np.isfinite(seen).all(axis=1)].astype(np.float32)
     vectors = np.unique(seen[pareto_mask(seen.astype(np.float64))].astype(np.float64), axis=0)
-    known = engine.known_front(vectors, np.float32)
+    known = known_front(vectors, np.float32)
     given_points = known.T[np.isfinite(known.T).all(axis=1)]
     got = np.asarray(_device_pareto_known(objs[:, 0], objs[:, 1], ok, False, known))
     number = ok & ~np.isnan(objs).any(axis=1)
@@ -1512,28 +1545,28 @@ def test_device_pareto_drops_what_a_known_front_dominates(n, seed, run, tie, poi
 
 
 def test_known_front_points():
-    """engine.known_front: [2, PARETO_FRONT] points, padded with inf; infinite vectors
+    """known_front: [2, PARETO_FRONT] points, padded with inf; infinite vectors
     left out; a longer front thinned evenly, its ends kept; a value float32 cannot hold
     rounded up, never down (a point must not dominate more than its row)."""
-    none = engine.known_front(None, np.float32)
-    assert none.shape == (2, engine.PARETO_FRONT) and np.isinf(none).all()
+    none = known_front(None, np.float32)
+    assert none.shape == (2, PARETO_FRONT) and np.isinf(none).all()
     v = np.array([[1.0, 5.0], [2.0, np.inf], [3.0, 2.0]])
-    got = engine.known_front(v, np.float32)
+    got = known_front(v, np.float32)
     np.testing.assert_array_equal(got[:, :2], [[1.0, 3.0], [5.0, 2.0]])
     assert np.isinf(got[:, 2:]).all()
     long = np.stack([np.arange(100.0), 100.0 - np.arange(100.0)], axis=1)
-    got = engine.known_front(long, np.float32)
-    assert got.shape == (2, engine.PARETO_FRONT) and np.isfinite(got).all()
+    got = known_front(long, np.float32)
+    assert got.shape == (2, PARETO_FRONT) and np.isfinite(got).all()
     # 16 of 100 evenly: indices round(99 * j / 15), j = 0..15; the first 0, the last 99
-    np.testing.assert_array_equal(got[0], np.round(np.linspace(0, 99, engine.PARETO_FRONT)))
+    np.testing.assert_array_equal(got[0], np.round(np.linspace(0, 99, PARETO_FRONT)))
     # 0.1 is not a float32: its nearest float32 (0.100000001490116) is above it, kept;
     # 1 + 2^-30 rounds down to 1.0 in float32, so the next float32 up, 1 + 2^-23, is given
-    got = engine.known_front(np.array([[0.1, 1 + 2.0**-30]]), np.float32)
+    got = known_front(np.array([[0.1, 1 + 2.0**-30]]), np.float32)
     assert got[0, 0] == np.float32(0.1) and got[0, 0] >= 0.1
     assert got[1, 0] == np.float32(1 + 2.0**-23)
 
 
-_device_pareto_kd = jax.jit(engine._pareto_kd)
+_device_pareto_kd = jax.jit(pareto_kd)
 
 
 @settings(deadline=None, max_examples=60)
@@ -1571,7 +1604,7 @@ def test_device_pareto_prefilter_of_more_objectives_drops_what_the_best_dominate
     assert np.flatnonzero(got).tolist() == [7, 123, 4000]
 
 
-_top_k = jax.jit(engine._top_k, static_argnums=(2, 3))
+_top_k = jax.jit(top_k_candidates, static_argnums=(2, 3))
 
 
 @settings(deadline=None, max_examples=80)
@@ -1631,16 +1664,16 @@ def test_device_top_k_keeps_the_first_of_the_best(n, seed, k, levels, flaw):
     k=st.integers(1, 8),
 )
 def test_host_prefilter_keeps_every_row_of_the_result(objs, k):
-    """The host's pre-filter of a one-chunk job (engine.host_candidates) passes on every row
+    """The host's pre-filter of a one-chunk job (host_candidates) passes on every row
     of the exact front and of the top-k (whatever the tie-break), and no row with a NaN
     objective."""
     columns = list(objs.T)
-    passed = engine._undominated(columns)
+    passed = _undominated(columns)
     front = pareto_mask(objs)
     assert not (front & ~passed).any()
     assert not (passed & np.isnan(objs).any(axis=1)).any()
     first = columns[0]
-    within = engine._within_top(first, k)
+    within = _within_top(first, k)
     number = np.flatnonzero(~np.isnan(first))
     for tiebreak in (number, number[::-1]):  # the k least, ties either way
         best = number[np.lexsort((tiebreak, first[number]))][:k]
@@ -1648,7 +1681,7 @@ def test_host_prefilter_keeps_every_row_of_the_result(objs, k):
     assert not (within & np.isnan(first)).any()
 
 
-_compact = jax.jit(engine._compact, static_argnums=(1, 2))
+_compact = jax.jit(compact_indices, static_argnums=(1, 2))
 
 
 @settings(deadline=None, max_examples=80)
@@ -1697,7 +1730,7 @@ def test_tile_divides_the_rows_when_it_can(n, size, want):
     """Blocks of about ``size`` that tile ``n`` (no padded copy), else ``size``: 1,050,000
     = 2,100 x 500 = 4,200 x 250; 1,031 is prime and above 2 x 512; 2,062 = 2 x 1,031 has
     no divisor in [128, 512]."""
-    assert engine._tile(n, size) == want
+    assert tile(n, size) == want
 
 
 def test_pareto_mask_known_fronts():

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import grids
 from kernels.machine import first_inter_link, link, nic_share, with_params
 from sweep.errors import InputError
-from sweep.machines import POSITIVE, MachineProfile, builtin_names, load_machine
+from sweep.inputs.machines import POSITIVE, MachineProfile, builtin_names, load_machine
 
 # float64 JAX comes from tests/conftest.py (STYLE: x64 on in tests); the exact-value checks need it.
 

@@ -10,8 +10,8 @@ import pytest
 
 import grids
 from sweep.errors import InputError
-from sweep.machines import load_machine
-from sweep.measured import REQUIRED, read_measurements
+from sweep.inputs.machines import load_machine
+from sweep.inputs.measured import REQUIRED, read_measurements
 from tests.sweep.conftest import trust_doc
 
 PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"

@@ -11,10 +11,11 @@ import jax
 import pytest
 
 import grids
+from sweep.engine.evaluate import estimate, point_fn
 from sweep.errors import InputError
-from sweep.evaluate import Bound, estimate, point_fn
-from sweep.machines import builtin_names, load_machine, parse_machine, to_toml
-from sweep.models import load_model
+from sweep.inputs.configs import Bound
+from sweep.inputs.machines import builtin_names, load_machine, parse_machine, to_toml
+from sweep.inputs.models import load_model
 from tests.helpers import config
 
 ABCI_TEXT = (grids.MACHINES / "abci.toml").read_text()
@@ -154,7 +155,7 @@ def per_sample_compute_s(model, machine: str) -> float:
 
 def test_measured_per_sample_time_applies_on_its_machine_only():
     from kernels.network import forward_flops
-    from sweep.models import to_arrays
+    from sweep.inputs.layers import to_arrays
 
     model = load_model("resnet50")
     # abci: ParaDL's measured 3.119502 ms per sample (SPEC section 1)
@@ -178,7 +179,7 @@ def test_sweep_run_applies_additive_overheads(tmp_path, monkeypatch):
     import pyarrow.dataset as ds
     from click.testing import CliRunner
 
-    from sweep.cli import cli
+    from sweep.cli.main import cli
 
     monkeypatch.setenv("SWEEP_JAX_CACHE", "")
     text = ABCI_TEXT.replace('name = "abci"', 'name = "abci-add"')

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sweep import plot
-from sweep.cli import cli
+from sweep.answers import plot
+from sweep.cli.main import cli
 from sweep.errors import InputError
 from tests.sweep.query_data import small_sweep
 

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sweep
-from sweep import query
-from sweep.cli import cli
+from sweep.answers import query
+from sweep.answers.where import parse_where
+from sweep.cli.main import cli
 from sweep.errors import InputError
-from sweep.pareto import dominated_by, pareto_brute, pareto_mask, pareto_mask_blocked
-from sweep.where import parse_where
+from sweep.reduce.pareto import dominated_by, pareto_brute, pareto_mask, pareto_mask_blocked
 from tests.sweep.query_data import STRATEGY_NAMES, small_sweep, write_synthetic
 
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweep import reducer
-from sweep.reducer import Members, merge_sorted
+from sweep.reduce import reducer
+from sweep.reduce.reducer import Members, merge_sorted
 
 
 def _block(keys: list[int]):
@@ -91,7 +91,7 @@ def test_members_equal_numeric_membership(vectors, queries, collide):
 def _schema():
     import pyarrow as pa
 
-    from sweep import store
+    from sweep.output import store
 
     return store.Schema(["m"], ["abci"], ["data"], ("p",), ("t_epoch_s",), pa.float32())
 
@@ -99,7 +99,7 @@ def _schema():
 def test_top_k_drops_candidates_whose_objective_is_nan():
     """The device may pass NaN objectives on (when fewer than k rows are finite); the host
     never keeps one, even when fewer than k rows are left."""
-    from sweep.engine import Keep, Survivors
+    from sweep.reduce.keep import Keep, Survivors
 
     r = reducer.Reducer(Keep("top", ("t_epoch_s",), 3), _schema())
     t = np.array([[np.nan, np.inf, 2.0, np.nan]], np.float32)
@@ -122,8 +122,8 @@ def test_pareto_front_of_many_additions_equals_the_front_of_all_rows(blocks, eve
     """Rows added a block at a time and reduced every ``every`` rows (the rows kept are
     merged with the new ones by their distinct vectors: ``Reducer._merge_2``) give the
     front of all the rows at once, ties, infinities and NaN included, in identity order."""
-    from sweep.engine import Keep, Survivors
-    from sweep.pareto import pareto_brute
+    from sweep.reduce.keep import Keep, Survivors
+    from sweep.reduce.pareto import pareto_brute
 
     r = reducer.Reducer(Keep("pareto", ("t_epoch_s", "p")), _schema())
     rows, start = [], 0

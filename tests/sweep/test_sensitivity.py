@@ -13,12 +13,19 @@ import pytest
 from click.testing import CliRunner
 
 from kernels import Config
-from sweep.cli import cli
+from sweep.answers.sensitivity import (
+    PARAMS,
+    SKIPPED,
+    format_sensitivity,
+    metric_fn,
+    sensitivities,
+    sensitivity,
+)
+from sweep.cli.main import cli
 from sweep.errors import InputError
-from sweep.evaluate import Bound
-from sweep.machines import load_machine
-from sweep.models import load_model
-from sweep.sensitivity import PARAMS, SKIPPED, format_sensitivity, metric_fn, sensitivities, sensitivity
+from sweep.inputs.configs import Bound
+from sweep.inputs.machines import load_machine
+from sweep.inputs.models import load_model
 from tests.sweep.query_data import small_sweep
 
 
@@ -147,7 +154,7 @@ def test_calibrated_overheads_count_as_in_estimate():
     """A profile's [overheads] reach the sensitivity metric exactly as they reach estimate."""
     import dataclasses
 
-    from sweep.evaluate import estimate
+    from sweep.engine.evaluate import estimate
 
     jax.config.update("jax_enable_x64", True)
     calibrated = dataclasses.replace(

@@ -21,15 +21,20 @@ import numpy as np
 import pyarrow.dataset as ds
 import pytest
 
-from sweep import engine, traced
-from sweep.grid import parse_spec, plan
+from sweep.engine import compiled as traced
+from sweep.engine.devices import local_devices
+from sweep.engine.filters import known_front
+from sweep.engine.index import decode_info
+from sweep.engine.program import POINT_ROWS, build_chunk_fn, build_points_fn, compile_chunk_fn, device_inputs
+from sweep.inputs.grid import parse_spec, plan
+from sweep.reduce.keep import Keep
 from tests.helpers import python_on_cpu_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Below 8 GPUs every network setting ties: the reducing run's first 16,384-point chunk holds
 # 12,288 rows with p < 8, all on the front, more than it compacts (4,096 per device), so its
-# candidates are evaluated again by the per-point kernel (engine.Again), which is kept too.
+# candidates are evaluated again by the per-point kernel (Again), which is kept too.
 SPEC = """name = "kept"
 model = "resnet50"
 machine = "abci"
@@ -51,19 +56,22 @@ SCRIPT = """
 import json, sys
 from pathlib import Path
 import jax
-from sweep import engine
-from sweep.grid import load_spec, plan
-from sweep.run import RunOptions, parse_keep, run_sweep
+from sweep.engine import program
+from sweep.engine.index import numeric_columns
+from sweep.inputs.grid import load_spec, plan
+from sweep.engine.run import run_sweep
+from sweep.engine.runstate import RunOptions
+from sweep.reduce.keep import parse_keep
 
 spec, out, cache = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 p = plan(load_spec(spec))
-cols = engine.numeric_columns(p.jobs[0])
+cols = numeric_columns(p.jobs[0])
 built = []
 for name in ("build_chunk_fn", "build_points_fn"):  # called only to trace a kernel
-    def counted(*args, _fn=getattr(engine, name), **kwargs):
+    def counted(*args, _fn=getattr(program, name), **kwargs):
         built.append(1)
         return _fn(*args, **kwargs)
-    setattr(engine, name, counted)
+    setattr(program, name, counted)
 traces = {}
 for label in sys.argv[4:]:
     jax.config.update("jax_compilation_cache_dir", None if label == "none" else cache)
@@ -128,7 +136,7 @@ def small_job(text: str = ""):
 
 def test_the_key_follows_what_the_trace_reads():
     job = small_job()
-    devices = engine.local_devices()
+    devices = local_devices()
     base = traced.key(job, ("chunk", 64), devices)
     assert (
         traced.key(dataclasses.replace(job, index=5), ("chunk", 64), devices) == base
@@ -150,24 +158,24 @@ def points_case(tmp_path, monkeypatch):
     """A small job's per-point kernel, kept in ``tmp_path``: (call, builds, path, args, want)."""
     monkeypatch.setattr(traced, "folder", lambda: tmp_path)
     job = small_job()
-    static = ("points", engine.POINT_ROWS, "float32")
-    devices = engine.local_devices()[:1]
-    inputs = engine.device_inputs(job, np.float32, engine.local_devices()[:1])
-    digits = np.zeros((len(job.axes), engine.POINT_ROWS), np.int32)
+    static = ("points", POINT_ROWS, "float32")
+    devices = local_devices()[:1]
+    inputs = device_inputs(job, np.float32, local_devices()[:1])
+    digits = np.zeros((len(job.axes), POINT_ROWS), np.int32)
     digits[:, :6] = [[0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]]
     args = (*inputs, digits)
     builds = []
 
     def build():
         builds.append(1)
-        return engine.build_points_fn(job, np.float32)
+        return build_points_fn(job, np.float32)
 
     def call():
         fn = traced.compile_kept(job, static, devices, build, args)
         for got, w in zip(fn(*args), want, strict=True):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
 
-    want = engine.build_points_fn(job, np.float32)(*args)
+    want = build_points_fn(job, np.float32)(*args)
     return call, builds, tmp_path / f"{traced.key(job, static, devices)}{traced.SUFFIX}"
 
 
@@ -234,7 +242,12 @@ FRESH_SCRIPT = """
 import json, sys
 from pathlib import Path
 import jax, numpy as np
-from sweep import engine, traced
+from sweep.engine import compiled as traced
+from sweep.engine.devices import local_devices
+from sweep.engine.filters import known_front
+from sweep.engine.index import decode_info
+from sweep.engine.program import build_chunk_fn, device_inputs
+from sweep.reduce.keep import Keep
 from tests.sweep.test_traced import small_job
 
 cache, mode = sys.argv[1], sys.argv[2]
@@ -242,12 +255,12 @@ jax.config.update("jax_compilation_cache_dir", cache)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 if mode == "plain":
     traced.FRESH = None
-job, keep = small_job(), engine.Keep("pareto", ("t_epoch_s", "p"))
-args = (*engine.device_inputs(job, np.float32), engine.decode_info(job, 0, 64), np.int32(job.size), engine.known_front(None, np.float32))
+job, keep = small_job(), Keep("pareto", ("t_epoch_s", "p"))
+args = (*device_inputs(job, np.float32), decode_info(job, 0, 64), np.int32(job.size), known_front(None, np.float32))
 fn = traced.compile_kept(
-    job, ("chunk", 64), engine.local_devices(), lambda: engine.build_chunk_fn(job, 64, keep, np.float32)[0], args
+    job, ("chunk", 64), local_devices(), lambda: build_chunk_fn(job, 64, keep, np.float32)[0], args
 )
-same = traced.digest(fn(*args)) == traced.digest(engine.build_chunk_fn(job, 64, keep, np.float32)[0](*args))
+same = traced.digest(fn(*args)) == traced.digest(build_chunk_fn(job, 64, keep, np.float32)[0](*args))
 print(json.dumps({"same": same, "programs": len(list((Path(cache) / traced.FOLDER).glob("*.program")))}))
 """
 
@@ -292,13 +305,13 @@ def test_an_unwritable_cache_folder_costs_only_the_trace(tmp_path, monkeypatch):
     blocker.write_text("a file where the folder should be")
     monkeypatch.setattr(traced, "folder", lambda: blocker / traced.FOLDER)
     job = small_job()
-    inputs = engine.device_inputs(job, np.float32, engine.local_devices()[:1])
-    digits = np.zeros((len(job.axes), engine.POINT_ROWS), np.int32)
+    inputs = device_inputs(job, np.float32, local_devices()[:1])
+    digits = np.zeros((len(job.axes), POINT_ROWS), np.int32)
     fn = traced.compile_kept(
         job,
         ("points",),
-        engine.local_devices()[:1],
-        lambda: engine.build_points_fn(job, np.float32),
+        local_devices()[:1],
+        lambda: build_points_fn(job, np.float32),
         (*inputs, digits),
     )
     floats, _ints, _limit = fn(*inputs, digits)
@@ -323,9 +336,9 @@ def test_jobs_whose_programs_were_one_still_compile_to_one():
     text += "[axes]\np = [4, 8]\nb = [32]\ninter_bandwidth_Bps = [10e9, 20e9]\n"
     programs, kept, plain = [], [], []
     for job in plan(parse_spec(tomllib.loads(text), "two.toml", ROOT, text)).jobs:
-        inputs = engine.device_inputs(job, np.float32)
-        args = (*inputs, engine.decode_info(job, 0, 64), np.int32(0), engine.known_front(None, np.float32))
-        fn, _ = engine.build_chunk_fn(job, 64, engine.Keep("all"), np.float32)
+        inputs = device_inputs(job, np.float32)
+        args = (*inputs, decode_info(job, 0, 64), np.int32(0), known_front(None, np.float32))
+        fn, _ = build_chunk_fn(job, 64, Keep("all"), np.float32)
         leaves, in_tree = jax.tree_util.tree_flatten(args)
         plain.append(fn.lower(*args).as_text(debug_info=False))
 
@@ -345,11 +358,9 @@ def test_jobs_whose_kernels_lower_alike_share_one_kept_program(tmp_path, monkeyp
     text = 'name = "two"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["filter", "channel"]\n'
     text += "[axes]\np = [4, 8]\nb = [32]\ninter_bandwidth_Bps = [10e9, 20e9]\n"
     for job in plan(parse_spec(tomllib.loads(text), "two.toml", ROOT, text)).jobs:
-        inputs = engine.device_inputs(job, np.float32)
-        fn = engine.compile_chunk_fn(job, 64, engine.Keep("all"), np.float32, inputs)
-        out = fn(
-            *inputs, engine.decode_info(job, 0, 64), np.int32(job.size), engine.known_front(None, np.float32)
-        )
+        inputs = device_inputs(job, np.float32)
+        fn = compile_chunk_fn(job, 64, Keep("all"), np.float32, inputs)
+        out = fn(*inputs, decode_info(job, 0, 64), np.int32(job.size), known_front(None, np.float32))
         assert np.isfinite(np.asarray(out.floats)[0][np.asarray(out.mask)]).all()
     assert len(list(tmp_path.glob(f"*{traced.SUFFIX}"))) == 2
     assert len(list(tmp_path.glob(f"*{traced.PROGRAM}"))) == 1
@@ -361,15 +372,15 @@ def test_a_loaded_program_is_loaded_once_while_in_use_and_its_file_unchanged(tmp
     loaded again, and one no kernel holds any more is not kept."""
     monkeypatch.setattr(traced, "folder", lambda: tmp_path)
     job = small_job()
-    static, devices = ("points", engine.POINT_ROWS, "float32"), engine.local_devices()[:1]
+    static, devices = ("points", POINT_ROWS, "float32"), local_devices()[:1]
     args = (
-        *engine.device_inputs(job, np.float32, devices),
-        np.zeros((len(job.axes), engine.POINT_ROWS), np.int32),
+        *device_inputs(job, np.float32, devices),
+        np.zeros((len(job.axes), POINT_ROWS), np.int32),
     )
-    want = engine.build_points_fn(job, np.float32)(*args)
+    want = build_points_fn(job, np.float32)(*args)
 
     def kernel():
-        fn = traced.compile_kept(job, static, devices, lambda: engine.build_points_fn(job, np.float32), args)
+        fn = traced.compile_kept(job, static, devices, lambda: build_points_fn(job, np.float32), args)
         for got, w in zip(fn(*args), want, strict=True):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
         return fn

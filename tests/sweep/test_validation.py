@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from sweep.cli import cli
+from sweep.cli.main import cli
 from sweep.errors import InputError
-from sweep.validation import ADDED_COLUMNS, plot, summarize, symmetric_accuracy, write_table
+from sweep.trust.validation import ADDED_COLUMNS, plot, summarize, symmetric_accuracy, write_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -42,7 +42,8 @@ def test_uncalibrated_abci_reaches_the_papers_accuracy_for_data_parallel_resnet5
 
 
 def test_prediction_is_t_iter_of_estimate(public_uncalibrated):
-    from sweep.evaluate import Bound, estimate
+    from sweep.engine.evaluate import estimate
+    from sweep.inputs.configs import Bound
 
     meas, pred = public_uncalibrated
     run = meas.runs[0]

@@ -1,0 +1,461 @@
+"""Co-design inverse questions: the value of one machine parameter at which a target starts to hold.
+
+"How much inter-node bandwidth does ResNet-50 need for an epoch under 10 s on
+1,024 GPUs?", "from which NVLink bandwidth on does data+filter beat data?".
+For a model, a machine, a set of strategies and their configurations at a
+fixed GPU count p (samples per replica ``b`` or a fixed global batch ``B``,
+group sizes ``p2``, micro-batches ``S``), the predicate is
+
+* ``target``: the best feasible ``metric`` over every configuration of every
+  strategy satisfies ``metric <= X`` (or ``<``, ``>=``, ``>``);
+* ``beats``: the best feasible ``metric`` of the strategies is strictly below
+  that of a rival strategy (a strategy with no feasible configuration never
+  wins; one against a rival with none always does);
+
+both when both are given. It is evaluated by the same kernels as ``sweep
+run`` (:func:`sweep.evaluate.point_fn`, float64) on a dense grid of the
+parameter (4096 log-spaced values by default), one ``jit(vmap(vmap))``
+over configurations x values; every change of the predicate between two
+neighbouring grid values is then refined by a vectorized bisection on the
+device (``lax.fori_loop``, all crossings at once, in log space) to float64
+precision. The answer lists the intervals where the predicate holds, the
+crossing values, the smallest and largest value where it holds, and the
+best configuration of each strategy there. A predicate that flips more than
+once is reported as such; nothing assumes monotonicity, but a change
+between two grid neighbours and back is invisible to the grid.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kernels import SCALAR_PARAMS, Config
+from sweep.engine.evaluate import RESULT_COLUMNS, point_fn, row_dict
+from sweep.errors import InputError
+from sweep.inputs.configs import HYBRIDS, PIPELINE, Bound, Overheads, check_strategy, frozen_overheads
+
+#: Parameters an inverse question cannot ask about, and why.
+NOT_CONTINUOUS = {
+    "gpus_per_node": "integer-valued",
+    "nics_per_node": "integer-valued",
+    "allreduce_algo": "a choice of algorithm",
+}
+GRID = 4096
+#: The largest dense grid: a grid point holds every configuration's columns (2.6 GB at 1e8).
+MAX_GRID = 1 << 20
+BISECT_STEPS = 64
+TARGET_OPS = ("<=", "<", ">=", ">")
+
+
+@dataclass(frozen=True)
+class Target:
+    """``metric OP value``, e.g. ``t_epoch_s <= 10``."""
+
+    metric: str
+    op: str
+    value: float
+
+    def text(self) -> str:
+        return f"{self.metric} {self.op} {self.value:g}"
+
+
+def parse_target(text: str) -> Target:
+    """``COL <= X`` (also ``<``, ``>=``, ``>``) over a result column of SPEC section 6."""
+    m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE_]+)\s*", text or "")
+    if m is None:
+        raise InputError(f"--target must look like 't_epoch_s <= 10', got '{text}'")
+    metric, op, raw = m.groups()
+    if metric not in RESULT_COLUMNS:
+        raise InputError(f"--target: unknown metric '{metric}' (known: {', '.join(RESULT_COLUMNS)})")
+    try:
+        value = float(raw.replace("_", ""))
+    except ValueError:
+        raise InputError(f"--target: '{raw}' is not a number") from None
+    return Target(metric, op, value)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One inverse question; ``b`` or ``B`` (global batch) lists, ``None`` lists mean defaults."""
+
+    strategies: tuple[str, ...]
+    param: str
+    p: int
+    b: tuple[int, ...] | None = None
+    B: tuple[int, ...] | None = None
+    p2: tuple[int, ...] | None = None
+    S: tuple[int, ...] | None = None
+    target: Target | None = None
+    beats: str | None = None
+    metric: str = "t_epoch_s"
+    lo: float | None = None
+    hi: float | None = None
+    grid: int = GRID
+
+    def describe(self, lo: float, hi: float) -> str:
+        what = []
+        if self.beats:
+            what.append(f"{' or '.join(self.strategies)} beats {self.beats} on {self.metric}")
+        if self.target:
+            what.append(f"best {self.target.text()} over {', '.join(self.strategies)}")
+        batch = f"B in {_list(self.B)}" if self.B else f"b in {_list(self.b or ())}"
+        return f"{' and '.join(what)}, at p = {self.p:,} ({batch}), for {self.param} in [{lo:.4g}, {hi:.4g}]"
+
+
+def _list(values: Sequence[int]) -> str:
+    return "{" + ", ".join(str(v) for v in values) + "}"
+
+
+@dataclass
+class Answer:
+    """Where the predicate holds over the searched range, refined to float64 precision."""
+
+    question: Question
+    model: str
+    machine: str
+    lo: float
+    hi: float
+    holds: list[tuple[float, float]]  # closed intervals where the predicate holds
+    crossings: list[float]  # refined values where it changes
+    smallest: float | None  # smallest value where it holds (the threshold of "at least")
+    largest: float | None
+    best: list[dict] = field(default_factory=list)  # best configuration per strategy at the threshold
+    at: float | None = None  # the parameter value ``best`` was evaluated at
+
+    @property
+    def threshold(self) -> float | None:
+        """The crossing when there is exactly one, else the smallest value where it holds."""
+        return self.crossings[0] if len(self.crossings) == 1 else self.smallest
+
+    def verdict(self) -> str:
+        q, name = self.question, self.question.param
+        if not self.holds:
+            return f"never holds for {name} in [{self.lo:.6g}, {self.hi:.6g}]"
+        if len(self.holds) == 1:
+            a, b = self.holds[0]
+            at_lo, at_hi = a <= self.lo, b >= self.hi
+            if at_lo and at_hi:
+                return f"holds over the whole range of {name} [{self.lo:.6g}, {self.hi:.6g}]"
+            if at_hi:
+                return f"holds for {name} >= {a:.6g} (threshold; fails below)"
+            if at_lo:
+                return f"holds for {name} <= {b:.6g} (threshold; fails above)"
+            return f"holds only for {name} in [{a:.6g}, {b:.6g}]"
+        del q
+        parts = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in self.holds)
+        return f"holds on {len(self.holds)} separate intervals of {name}: {parts} (not monotone)"
+
+    def to_json(self) -> dict:
+        q = self.question
+        return {
+            "model": self.model,
+            "machine": self.machine,
+            "param": q.param,
+            "p": q.p,
+            "strategies": list(q.strategies),
+            "beats": q.beats,
+            "target": q.target.text() if q.target else None,
+            "metric": q.metric,
+            "range": [self.lo, self.hi],
+            "threshold": self.threshold,
+            "smallest": self.smallest,
+            "largest": self.largest,
+            "holds": [list(iv) for iv in self.holds],
+            "crossings": self.crossings,
+            "verdict": self.verdict(),
+            "at": self.at,
+            "best": self.best,
+        }
+
+
+def check_param(name: str) -> str:
+    """A machine parameter an inverse question can vary continuously."""
+    if name in NOT_CONTINUOUS:
+        raise InputError(f"--param {name} is {NOT_CONTINUOUS[name]}: sweep it with 'sweep run' instead")
+    if name not in SCALAR_PARAMS:
+        known = ", ".join(k for k in SCALAR_PARAMS if k not in NOT_CONTINUOUS)
+        raise InputError(f"--param: unknown machine parameter '{name}' (known: {known})")
+    return name
+
+
+def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
+    """``[n, 4]`` float64 (p, b, p2, S) rows of one strategy at ``q.p``; hybrids keep p2 | p."""
+    gpn = int(bound.profile.value("gpus_per_node"))
+    p = q.p
+    p2s = (q.p2 or (gpn,)) if strategy in HYBRIDS else (1,)
+    Ss = (q.S or (p,)) if strategy == PIPELINE else (p,)
+    rows = []
+    for p2 in p2s:
+        if strategy in HYBRIDS and (p2 < 1 or p % p2 or p < p2):
+            continue
+        p1 = p if strategy == "data" else (p // p2 if strategy in HYBRIDS else 1)
+        bs = [big // p1 for big in q.B if big % p1 == 0 and big >= p1] if q.B else list(q.b or ())
+        for b in bs:
+            for S in Ss:
+                rows.append((p, b, p2 if strategy in HYBRIDS else gpn, S))
+    return np.asarray(sorted(set(rows)), dtype=np.float64).reshape(-1, 4)
+
+
+def _default_range(bound: Bound, param: str) -> tuple[float, float]:
+    base = float(bound.profile.value(param))
+    if param == "efficiency":
+        return 0.01, 1.0
+    if base <= 0:
+        return 0.0, 1.0
+    return base / 64, base * 64
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the compiled programs depend on; values (net, machine, target value) are arguments."""
+
+    strategies: tuple[str, ...]
+    beats: str | None
+    metric: str
+    target_metric: str | None  # the target's operator and value are arguments
+    names: tuple[str, ...]  # the parameter, then fixed overrides
+    log: bool
+    overheads: Overheads = ()  # the profile's calibrated overheads, hashable
+
+    def point(self, strategy: str):
+        """The configuration function, with the profile's overheads as estimate applies them."""
+        return point_fn(strategy, self.names, overheads={k: dict(v) for k, v in self.overheads} or None)
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.strategies, *([self.beats] if self.beats else [])]))
+
+
+@functools.cache
+def _programs(shape: _Shape):
+    """``(pred, bisect, rows)``, jitted once per :class:`_Shape` and reused across questions."""
+
+    def grid(strategy, net, machine, fixed, cfgs, valid, thetas, column):
+        f = shape.point(strategy)
+
+        def one(cfg, theta):
+            cost, der = f(net, machine, Config(*cfg), (theta, *fixed))
+            value = {**cost._asdict(), **der._asdict()}[column]
+            return jnp.where(cost.limit == 0, value, jnp.inf)
+
+        vals = jax.vmap(jax.vmap(one, (None, 0)), (0, None))(cfgs, thetas)
+        return jnp.where(valid[:, None], vals, jnp.inf)
+
+    def best_of(strategies, net, machine, fixed, cfgs, valid, thetas, column):
+        out = jnp.full(thetas.shape, jnp.inf)
+        for s in strategies:
+            i = shape.all.index(s)
+            if cfgs[i].shape[0]:
+                out = jnp.minimum(
+                    out, grid(s, net, machine, fixed, cfgs[i], valid[i], thetas, column).min(axis=0)
+                )
+        return out
+
+    def pred(net, machine, fixed, target, cfgs, valid, thetas):
+        ok = jnp.ones(thetas.shape, bool)
+        if shape.beats:
+            mine = best_of(shape.strategies, net, machine, fixed, cfgs, valid, thetas, shape.metric)
+            rival = best_of((shape.beats,), net, machine, fixed, cfgs, valid, thetas, shape.metric)
+            ok &= jnp.isfinite(mine) & (mine < rival)
+        if shape.target_metric is not None:
+            best = best_of(shape.strategies, net, machine, fixed, cfgs, valid, thetas, shape.target_metric)
+            op, value = target  # op: index into TARGET_OPS
+            hit = jnp.select(
+                [op == 0, op == 1, op == 2], [best <= value, best < value, best >= value], best > value
+            )
+            ok &= jnp.isfinite(best) & hit
+        return ok
+
+    def bisect(net, machine, fixed, target, cfgs, valid, lo, hi, at_lo):
+        def body(_, c):
+            lo, hi = c
+            mid = jnp.sqrt(lo * hi) if shape.log else 0.5 * (lo + hi)
+            same = pred(net, machine, fixed, target, cfgs, valid, mid) == at_lo
+            return jnp.where(same, mid, lo), jnp.where(same, hi, mid)
+
+        return jax.lax.fori_loop(0, BISECT_STEPS, body, (lo, hi))
+
+    def rows(strategy, net, machine, fixed, cfgs, theta):
+        f = shape.point(strategy)
+        return jax.vmap(lambda cfg: f(net, machine, Config(*cfg), (theta, *fixed)))(cfgs)
+
+    return jax.jit(pred), jax.jit(bisect), jax.jit(rows, static_argnums=0)
+
+
+class _Problem:
+    """One question's inputs as float64 device arrays, and its (shared) compiled programs."""
+
+    def __init__(self, bound: Bound, q: Question, log: bool):
+        fixed = {k: v for k, v in bound.profile.overrides.items() if k != q.param}
+        self.shape = _Shape(
+            q.strategies,
+            q.beats,
+            q.metric,
+            q.target.metric if q.target else None,
+            (q.param, *fixed),
+            log,
+            frozen_overheads(bound.profile),
+        )
+        self.all = self.shape.all
+        f64 = functools.partial(jax.tree_util.tree_map, lambda a: jnp.asarray(a, jnp.float64))
+        self.args = (
+            f64(bound.net),
+            f64(bound.profile.pytree(np.float64)),
+            tuple(jnp.asarray(v, jnp.float64) for v in fixed.values()),
+        )
+        self.target = (
+            jnp.asarray(TARGET_OPS.index(q.target.op) if q.target else 0, jnp.int32),
+            jnp.asarray(q.target.value if q.target else 0.0, jnp.float64),
+        )
+        self._pred, self._bisect, self._rows = _programs(self.shape)
+
+    def pred(self, cfgs, valid, thetas):
+        return self._pred(*self.args, self.target, cfgs, valid, thetas)
+
+    def bisect(self, cfgs, valid, lo, hi, at_lo):
+        return self._bisect(*self.args, self.target, cfgs, valid, lo, hi, at_lo)
+
+    def rows(self, strategy: str, cfgs, theta):
+        return self._rows(strategy, *self.args, cfgs, theta)
+
+
+def solve(bound: Bound, q: Question) -> Answer:
+    """Answer one question on a bound model and machine (float64)."""
+    jax.config.update("jax_enable_x64", True)
+    for s in (*q.strategies, *([q.beats] if q.beats else [])):
+        check_strategy(s)
+    check_param(q.param)
+    if q.target is None and q.beats is None:
+        raise InputError("give a --target (e.g. 't_epoch_s <= 10') or a rival strategy with --beats")
+    if q.beats and q.beats in q.strategies:
+        raise InputError(f"--beats {q.beats} is also one of --strategy")
+    if q.p < 1:
+        raise InputError(f"--p must be >= 1, got {q.p}")
+    if not q.b and not q.B:
+        raise InputError("give samples per replica (--b) or a global batch (--B)")
+    if not 2 <= q.grid <= MAX_GRID:
+        raise InputError(f"--grid must be in 2..{MAX_GRID:,}, got {q.grid:,}")
+    d_lo, d_hi = _default_range(bound, q.param)
+    lo = d_lo if q.lo is None else q.lo
+    hi = d_hi if q.hi is None else q.hi
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
+        raise InputError(f"--range must satisfy 0 <= LO < HI, got {lo:g}:{hi:g}")
+    if q.param == "efficiency" and hi > 1:
+        raise InputError(f"--range: efficiency is at most 1, got {hi:g}")
+    log = lo > 0
+    prob = _Problem(bound, q, log)
+    cfg_list = [configurations(bound, s, q) for s in prob.all]
+    for s, c in zip(prob.all, cfg_list, strict=True):
+        if len(c) == 0:
+            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given b/B/p2")
+    cfgs = tuple(jnp.asarray(c) for c in cfg_list)
+    valid = tuple(jnp.ones(len(c), bool) for c in cfg_list)
+    thetas = np.geomspace(lo, hi, q.grid) if log else np.linspace(lo, hi, q.grid)
+    thetas[0], thetas[-1] = lo, hi
+    holds = np.asarray(prob.pred(cfgs, valid, jnp.asarray(thetas)))
+    change = np.flatnonzero(holds[1:] != holds[:-1])
+    crossings: list[float] = []
+    edges: list[tuple[float, bool]] = []  # (refined value, holds just above it)
+    if len(change):
+        m = len(change)
+        pad = 8 * -(-m // 8)  # one compile for up to 8, 16, ... crossings
+        b_lo = np.full(pad, thetas[0])
+        b_hi = np.full(pad, thetas[1])
+        at_lo = np.zeros(pad, bool)
+        b_lo[:m], b_hi[:m], at_lo[:m] = thetas[change], thetas[change + 1], holds[change]
+        r_lo, r_hi = prob.bisect(cfgs, valid, jnp.asarray(b_lo), jnp.asarray(b_hi), jnp.asarray(at_lo))
+        r_lo, r_hi = np.asarray(r_lo)[:m], np.asarray(r_hi)[:m]
+        for i in range(m):
+            # rising: the smallest value found that holds is r_hi; falling: the largest is r_lo
+            rising = not holds[change[i]]
+            crossings.append(float(r_hi[i] if rising else r_lo[i]))
+            edges.append((crossings[-1], rising))
+    intervals: list[tuple[float, float]] = []
+    start = lo if holds[0] else None
+    for value, rising in edges:
+        if rising:
+            start = value
+        elif start is not None:
+            intervals.append((start, value))
+            start = None
+    if start is not None:
+        intervals.append((start, hi))
+    smallest = intervals[0][0] if intervals else None
+    largest = intervals[-1][1] if intervals else None
+    answer = Answer(q, bound.model.name, bound.profile.name, lo, hi, intervals, crossings, smallest, largest)
+    at = answer.threshold
+    if at is None:
+        at = hi
+    answer.at = float(at)
+    answer.best = _best_rows(prob, bound, q, cfg_list, float(at))
+    return answer
+
+
+def _best_rows(prob: _Problem, bound: Bound, q: Question, cfg_list, theta: float) -> list[dict]:
+    """The best feasible configuration of each strategy at ``theta`` (all columns), fastest first."""
+    metric = q.target.metric if q.target and not q.beats else q.metric
+    out = []
+    overrides = {**bound.profile.overrides, q.param: theta}
+    for s, cfgs in zip(prob.all, cfg_list, strict=True):
+        cost, der = prob.rows(s, jnp.asarray(cfgs), jnp.asarray(theta, jnp.float64))
+        value = np.asarray({**cost._asdict(), **der._asdict()}[metric], dtype=np.float64)
+        value = np.where(np.asarray(cost.limit) == 0, value, np.inf)
+        i = int(np.argmin(value))
+        pick = jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], (cost, der))
+        row = row_dict(bound, s, pick[0], pick[1], overrides)
+        out.append(row)
+    out.sort(key=lambda r: (not r["feasible"], r[metric]))
+    return out
+
+
+def codesign(
+    model: str,
+    machine: str,
+    strategies: Sequence[str],
+    param: str,
+    p: Sequence[int] | int,
+    *,
+    lc: str | None = None,
+    sets: Mapping[str, float | str] | None = None,
+    **kwargs,
+) -> list[Answer]:
+    """Load a model and machine by name or path and answer the question at each p."""
+    from sweep.inputs.machines import load_machine
+    from sweep.inputs.models import load_model
+
+    profile = load_machine(machine).with_overrides(dict(sets or {}))
+    bound = Bound.of(load_model(model, lc=lc), profile)
+    ps = [p] if isinstance(p, int) else list(p)
+    return [solve(bound, Question(tuple(strategies), param, int(pi), **kwargs)) for pi in ps]
+
+
+def format_answer(a: Answer) -> str:
+    """The human-readable report of one answer."""
+    q = a.question
+    lines = [
+        f"question: {q.describe(a.lo, a.hi)}; {a.model} on {a.machine}",
+        f"answer:   {a.verdict()}",
+    ]
+    if a.crossings:
+        lines.append("crossings: " + ", ".join(f"{c:.6g}" for c in a.crossings))
+    metric = q.target.metric if q.target and not q.beats else q.metric
+    if a.best and a.at is not None:
+        lines.append(f"best configuration per strategy at {q.param} = {a.at:.6g}:")
+        for r in a.best:
+            extra = f"  p2={r['p2']}" if r["strategy"] in HYBRIDS else ""
+            extra += f"  S={r['S']}" if r["strategy"] == PIPELINE else ""
+            state = "" if r["feasible"] else f"  infeasible ({r['limit']})"
+            lines.append(
+                f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['B']:,}{extra}  "
+                f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
+                f"mem_bytes={r['mem_bytes']:.4g}{state}"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,803 @@
+"""Answers from a sweep's Parquet output: Pareto fronts, top-k and best rows, streamed.
+
+Everything here reads any Parquet written by ``sweep run`` (a dataset folder
+or one file) and never loads a whole dataset: it walks the row groups one
+batch at a time, skips row groups whose statistics contradict the filter
+(``--where`` and feasibility, pushed into Arrow), and keeps only the running
+answer per group. Two passes: the first reads the objective and grouping
+columns and keeps, per group, the running front (or top k) with each row's
+position in the dataset; the second reads the other requested columns of
+the few surviving rows, from the row groups that hold them only.
+
+**Pareto** (all objectives minimised; ``maximize`` columns are negated):
+row j dominates row i when it is <= in every objective and < in at least
+one. Rows equal in every objective do not dominate each other, so ties and
+duplicates on the front all stay. Rows with a NaN or null objective never
+enter a front. Each batch is first screened against the running front
+(:func:`sweep.pareto.dominated_by`: a staircase lookup for two objectives),
+and the survivors are merged with it exactly (:func:`sweep.pareto.pareto_mask`,
+O(n log n) for two objectives; :func:`sweep.pareto.pareto_mask_blocked` for
+three or more). The result equals the front of the whole filtered dataset.
+
+**Top k** by one column (ascending; ``descending=True`` for the largest):
+ties are broken by position in the dataset (part files in name order, then
+row order), NaN counts as +inf. **Best** is the top 1 per group among
+feasible rows; with ``rank`` it keeps the best row of every strategy per
+group and numbers them.
+
+All three keep feasible rows only (``feasible_only=False`` to keep all) when
+the data has a ``feasible`` column.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from sweep.answers.where import Filter, combine, parse_where
+from sweep.errors import InputError
+from sweep.output import store
+from sweep.reduce.pareto import dominated_by, numbers, pareto_mask, top_k_order
+
+#: Rows per batch read from a row group.
+BATCH_ROWS = 1 << 20
+META_KEY = b"paradl_sweep"
+QUERY_KEY = b"paradl_query"
+_MATCH = "__sweep_match"
+
+Source = Any  # a Sweep, a path, or a pyarrow.dataset.Dataset
+
+
+@dataclass
+class ScanStats:
+    """What a query read: row groups in the data and after statistics pruning, rows, seconds."""
+
+    row_groups: int = 0
+    row_groups_read: int = 0
+    rows_read: int = 0
+    rows_matched: int = 0
+    second_pass_row_groups: int = 0
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        skipped = self.row_groups - self.row_groups_read
+        rate = self.rows_read / self.seconds if self.seconds > 0 else 0.0
+        return (
+            f"{self.rows_matched:,} of {self.rows_read:,} rows matched; {self.row_groups_read:,} of "
+            f"{self.row_groups:,} row groups read ({skipped:,} skipped by statistics); "
+            f"{self.seconds:.2f} s, {rate:,.0f} rows/s"
+        )
+
+
+@dataclass
+class _RowGroup:
+    fragment: Any  # a one-row-group fragment
+    base: int  # dataset position of its first row
+    rows: int
+
+
+class Sweep:
+    """An opened sweep output: ``.dataset`` is a :class:`pyarrow.dataset.Dataset`.
+
+    The methods are the functions of this module (the ones the CLI runs)
+    bound to this dataset. ``last_stats`` holds the :class:`ScanStats` of the
+    latest query.
+    """
+
+    def __init__(self, path: Path | None, dataset: ds.Dataset):
+        self.path = path
+        self.dataset = dataset
+        self.last_stats: ScanStats | None = None
+
+    def __repr__(self) -> str:
+        where = f" {self.path}" if self.path else ""
+        return f"<Sweep{where}: {len(self.schema)} columns, {self.count_rows():,} rows>"
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.dataset.schema
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    @property
+    def metadata(self) -> dict:
+        """The ``paradl_sweep`` schema metadata (spec, versions, model and machine descriptions)."""
+        raw = (self.schema.metadata or {}).get(META_KEY)
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return {}
+
+    @property
+    def manifest(self) -> dict | None:
+        """The folder's ``_manifest.json``, if any."""
+        if self.path is None or not (self.path / "_manifest.json").is_file():
+            return None
+        try:
+            return json.loads((self.path / "_manifest.json").read_text())
+        except (OSError, ValueError):  # bad JSON, or not UTF-8
+            return None
+
+    def count_rows(self, where: str | None = None) -> int:
+        return self.dataset.count_rows(filter=self.filter(where))
+
+    def filter(self, where: str | Filter | None) -> pc.Expression | None:
+        """The Arrow expression of a ``--where`` text (None for no filter)."""
+        if where is None:
+            return None
+        if isinstance(where, Filter):
+            return where.expression
+        return parse_where(where, self.schema).expression
+
+    def to_table(self, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """The (filtered) rows as one table: for small results only."""
+        cols = _check_columns(self, columns, "--columns") if columns else None
+        return self.dataset.to_table(columns=cols, filter=self.filter(where))
+
+    def pareto(self, *args, **kwargs) -> pa.Table:
+        return pareto(self, *args, **kwargs)
+
+    def top(self, *args, **kwargs) -> pa.Table:
+        return top(self, *args, **kwargs)
+
+    def best(self, *args, **kwargs) -> pa.Table:
+        return best(self, *args, **kwargs)
+
+
+def open_sweep(path: str | Path) -> Sweep:
+    """Open a dataset folder written by ``sweep run`` (or one Parquet file) for queries."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or folder", str(p))
+    try:
+        dataset = ds.dataset(p, format="parquet")
+        names = dataset.schema.names
+        files = getattr(dataset, "files", None)
+    except (pa.ArrowInvalid, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"not a readable Parquet dataset: {first}", str(p)) from None
+    if not names or (files is not None and not files):
+        raise InputError("holds no Parquet files", str(p))
+    return Sweep(p if p.is_dir() else None, dataset)
+
+
+def as_sweep(source: Source) -> Sweep:
+    """A :class:`Sweep` from a Sweep, a path, or a :class:`pyarrow.dataset.Dataset`."""
+    if isinstance(source, Sweep):
+        return source
+    if isinstance(source, ds.Dataset):
+        return Sweep(None, source)
+    return open_sweep(source)
+
+
+# -- column checks -------------------------------------------------------------------------
+
+
+def _check_columns(sw: Sweep, names: Sequence[str], option: str) -> list[str]:
+    out = []
+    for name in names:
+        if name not in sw.schema.names:
+            raise InputError(f"{option}: unknown column '{name}' (known: {', '.join(sw.schema.names)})")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _check_numeric(sw: Sweep, names: Sequence[str], option: str) -> None:
+    for name in names:
+        t = sw.schema.field(name).type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            numeric = [
+                f.name for f in sw.schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+            ]
+            raise InputError(f"{option}: column '{name}' is not numeric (numeric: {', '.join(numeric)})")
+
+
+def split_names(values: Sequence[str] | str | None) -> list[str]:
+    """``("a,b", "c")`` or ``"a,b"`` to ``["a", "b", "c"]``."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = [values]
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def _filter(sw: Sweep, where: str | Filter | None, feasible_only: bool) -> pc.Expression | None:
+    feasible = None
+    if feasible_only and "feasible" in sw.schema.names:
+        feasible = pc.field("feasible") == pa.scalar(True)
+    return combine([sw.filter(where), feasible])
+
+
+# -- scanning ------------------------------------------------------------------------------
+
+
+def _row_groups(dataset: ds.Dataset, expr: pc.Expression | None, stats: ScanStats) -> list[_RowGroup]:
+    """Row groups in dataset order, with their first row's position; pruned by statistics."""
+    out: list[_RowGroup] = []
+    base = 0
+    for frag in dataset.get_fragments():
+        split = getattr(frag, "split_by_row_group", None)
+        if split is None:  # not Parquet (e.g. an in-memory dataset): one piece
+            n = frag.count_rows()
+            stats.row_groups += 1
+            out.append(_RowGroup(frag, base, n))
+            base += n
+            continue
+        bases: dict[int, int] = {}
+        for info in frag.row_groups:
+            bases[info.id] = base
+            base += info.num_rows
+        stats.row_groups += len(bases)
+        pieces = (
+            split(filter=expr, schema=dataset.schema) if expr is not None else split(schema=dataset.schema)
+        )
+        for piece in pieces:
+            info = piece.row_groups[0]
+            out.append(_RowGroup(piece, bases[info.id], info.num_rows))
+    return out
+
+
+def _scan(
+    dataset: ds.Dataset,
+    groups: list[_RowGroup],
+    columns: Sequence[str],
+    expr: pc.Expression | None,
+    stats: ScanStats,
+    batch_rows: int,
+) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """Matching rows of ``columns``, batch by batch, with their dataset positions."""
+    proj: dict[str, pc.Expression] = {c: pc.field(c) for c in columns}
+    if expr is not None:
+        proj[_MATCH] = expr
+    for rg in groups:
+        stats.row_groups_read += 1
+        offset = rg.base
+        for batch in rg.fragment.to_batches(
+            columns=proj, schema=dataset.schema, batch_size=batch_rows, use_threads=True
+        ):
+            n = batch.num_rows
+            rows = np.arange(offset, offset + n, dtype=np.int64)
+            offset += n
+            stats.rows_read += n
+            if expr is not None:
+                match = batch.column(_MATCH).fill_null(False)
+                batch = batch.drop_columns([_MATCH]).filter(match)
+                rows = rows[match.to_numpy(zero_copy_only=False)]
+            stats.rows_matched += len(rows)
+            if len(rows):
+                yield batch, rows
+
+
+def _values(batch: pa.RecordBatch | pa.Table, cols: Sequence[str], signs: Sequence[float]) -> np.ndarray:
+    """``[n, k]`` float64 objectives; null becomes NaN; ``signs`` of -1 negate (maximise)."""
+    out = np.empty((batch.num_rows, len(cols)), dtype=np.float64)
+    for j, (c, s) in enumerate(zip(cols, signs, strict=True)):
+        arr = batch.column(c)
+        if arr.null_count:
+            arr = arr.cast(pa.float64()).fill_null(float("nan"))
+        out[:, j] = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64) * s
+    return out
+
+
+def _group_codes(batch: pa.RecordBatch, per: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:
+    """Per-row group code and the group key (tuple of Python values) of each code."""
+    n = batch.num_rows
+    if not per:
+        return np.zeros(n, dtype=np.int64), [()]
+    combined = np.zeros(n, dtype=np.int64)
+    tables: list[list] = []
+    for c in per:
+        arr = batch.column(c)
+        enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+        values = [*enc.dictionary.to_pylist(), None]
+        idx = enc.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+        combined = combined * len(values) + idx
+        tables.append(values)
+    uniq, inverse = np.unique(combined, return_inverse=True)
+    keys = []
+    for u in uniq:
+        parts = []
+        rest = int(u)
+        for values in reversed(tables):
+            rest, i = divmod(rest, len(values))
+            parts.append(values[i])
+        keys.append(tuple(reversed(parts)))
+    return inverse.astype(np.int64).reshape(-1), keys
+
+
+@dataclass
+class _State:
+    """The running answer of one group: objective values, dataset positions, carried columns."""
+
+    vals: np.ndarray
+    rows: np.ndarray
+    carry: pa.Table | None = None
+
+
+@dataclass
+class _Reducer:
+    """How a group's running answer absorbs candidates: screen, then select exactly."""
+
+    screen: Callable[[_State, np.ndarray], np.ndarray]  # candidates worth merging
+    select: Callable[[np.ndarray, np.ndarray], np.ndarray]  # indices kept from (vals, rows)
+
+
+def _pareto_reducer(k: int) -> _Reducer:
+    def screen(state: _State, vals: np.ndarray) -> np.ndarray:
+        ok = numbers(vals)
+        if len(state.rows):
+            # duplicates on the front (rows tied in every objective) dominate nothing more
+            front = state.vals if k <= 2 else np.unique(state.vals, axis=0)
+            ok &= ~dominated_by(front, vals)
+        elif len(vals) > 1 << 16:
+            # a first large batch: screen with the front of a sample of itself (exact:
+            # a dominated row is never on the front), so the exact merge sorts few rows
+            sample = vals[:: len(vals) >> 12]
+            sample = sample[numbers(sample)]
+            sel = pareto_mask(sample)
+            ok &= ~dominated_by(sample[sel], vals)
+        return ok
+
+    def select(vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        mask = pareto_mask(vals)
+        return np.flatnonzero(mask)
+
+    return _Reducer(screen, select)
+
+
+def _top_reducer(k: int) -> _Reducer:
+    def screen(state: _State, vals: np.ndarray) -> np.ndarray:
+        if len(state.rows) < k:
+            return np.ones(len(vals), dtype=bool)
+        kth = np.max(np.where(np.isnan(state.vals[:, 0]), np.inf, state.vals[:, 0]))
+        v = np.where(np.isnan(vals[:, 0]), np.inf, vals[:, 0])
+        return v < kth  # later rows lose ties: positions only grow during the scan
+
+    def select(vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return top_k_order(vals[:, 0], rows, k)
+
+    return _Reducer(screen, select)
+
+
+def _concat(a: pa.Table | None, b: pa.Table | None) -> pa.Table | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return pa.concat_tables([a, b])
+
+
+def _reduce(
+    sw: Sweep,
+    value_cols: Sequence[str],
+    signs: Sequence[float],
+    per: Sequence[str],
+    expr: pc.Expression | None,
+    out_cols: Sequence[str],
+    reducer: _Reducer,
+    stats: ScanStats,
+    batch_rows: int,
+) -> tuple[dict[tuple, _State], list[_RowGroup]]:
+    """Pass 1: the running answer per group, carrying the requested columns already read."""
+    read = list(dict.fromkeys([*value_cols, *per]))
+    carry_cols = [c for c in out_cols if c in read]
+    groups = _row_groups(sw.dataset, expr, stats)
+    states: dict[tuple, _State] = {}
+    k = len(value_cols)
+    for batch, rows in _scan(sw.dataset, groups, read, expr, stats, batch_rows):
+        vals = _values(batch, value_cols, signs)
+        codes, keys = _group_codes(batch, per)
+        if len(keys) == 1:
+            parts: list[tuple[tuple, np.ndarray | None]] = [(keys[0], None)]
+        else:
+            order = np.argsort(codes, kind="stable")
+            cuts = np.flatnonzero(np.diff(codes[order])) + 1
+            parts = [(keys[int(codes[s[0]])], s) for s in np.split(order, cuts)]
+        for key, idx in parts:
+            state = states.get(key)
+            if state is None:
+                state = states[key] = _State(np.empty((0, k)), np.empty(0, dtype=np.int64))
+            if idx is None:  # one group: no copies
+                cand = np.flatnonzero(reducer.screen(state, vals))
+            else:
+                cand = idx[reducer.screen(state, vals[idx])]
+            if len(cand) == 0:
+                continue
+            new_vals = np.concatenate([state.vals, vals[cand]])
+            new_rows = np.concatenate([state.rows, rows[cand]])
+            new_carry = None
+            if carry_cols:
+                picked = pa.Table.from_batches([batch.select(carry_cols).take(pa.array(cand))])
+                new_carry = _concat(state.carry, picked)
+            keep = reducer.select(new_vals, new_rows)
+            state.vals, state.rows = new_vals[keep], new_rows[keep]
+            state.carry = new_carry.take(pa.array(keep)) if new_carry is not None else None
+    return states, groups
+
+
+def _fetch(
+    sw: Sweep,
+    groups: list[_RowGroup],
+    rows: np.ndarray,
+    columns: Sequence[str],
+    stats: ScanStats,
+    batch_rows: int,
+) -> pa.Table:
+    """Pass 2: ``columns`` of the rows at dataset positions ``rows`` (ascending), in that order."""
+    schema = pa.schema([sw.schema.field(c) for c in columns])
+    if len(rows) == 0 or not columns:
+        return schema.empty_table()
+    bases = np.asarray([g.base for g in groups], dtype=np.int64)
+    which = np.searchsorted(bases, rows, side="right") - 1
+    pieces = []
+    for gi in np.unique(which):
+        rg = groups[int(gi)]
+        wanted = rows[which == gi] - rg.base
+        stats.second_pass_row_groups += 1
+        start = 0
+        for batch in rg.fragment.to_batches(
+            columns=list(columns), schema=sw.dataset.schema, batch_size=batch_rows, use_threads=True
+        ):
+            n = batch.num_rows
+            inside = wanted[(wanted >= start) & (wanted < start + n)] - start
+            if len(inside):
+                pieces.append(pa.Table.from_batches([batch.take(pa.array(inside))]))
+            start += n
+            if start > wanted[-1]:
+                break
+    return pa.concat_tables(pieces).cast(schema) if pieces else schema.empty_table()
+
+
+def _assemble(
+    sw: Sweep,
+    states: dict[tuple, _State],
+    groups: list[_RowGroup],
+    per: Sequence[str],
+    out_cols: Sequence[str],
+    stats: ScanStats,
+    batch_rows: int,
+    rank: bool,
+    query: dict,
+) -> pa.Table:
+    """Rows of every group's answer, sorted by group, then value, then position."""
+    keys = sorted(states, key=lambda key: tuple((v is None, v) for v in key))
+    vals_l, rows_l, grp_l, carry_l = [], [], [], []
+    for g, key in enumerate(keys):
+        st = states[key]
+        vals_l.append(st.vals)
+        rows_l.append(st.rows)
+        grp_l.append(np.full(len(st.rows), g, dtype=np.int64))
+        if st.carry is not None:
+            carry_l.append(st.carry)
+    n_vals = next((v.shape[1] for v in vals_l), 0)
+    vals = np.concatenate(vals_l) if vals_l else np.empty((0, n_vals))
+    rows = np.concatenate(rows_l) if rows_l else np.empty(0, dtype=np.int64)
+    grp = np.concatenate(grp_l) if grp_l else np.empty(0, dtype=np.int64)
+    carried = pa.concat_tables(carry_l) if carry_l else None
+    # fetch the missing columns in position order, then put everything in answer order
+    by_pos = np.argsort(rows, kind="stable")
+    missing = [c for c in out_cols if carried is None or c not in carried.column_names]
+    fetched = _fetch(sw, groups, rows[by_pos], missing, stats, batch_rows)
+    sort_vals = np.where(np.isnan(vals), np.inf, vals)
+    keys_for_sort = [rows, *[sort_vals[:, j] for j in range(sort_vals.shape[1] - 1, -1, -1)], grp]
+    order = np.lexsort(keys_for_sort) if len(rows) else np.empty(0, dtype=np.int64)
+    inverse_pos = np.empty(len(rows), dtype=np.int64)
+    inverse_pos[by_pos] = np.arange(len(rows))
+    arrays = []
+    fields = []
+    for c in out_cols:
+        if carried is not None and c in carried.column_names:
+            col = carried.column(c).take(pa.array(order))
+        else:
+            col = fetched.column(c).take(pa.array(inverse_pos[order]))
+        arrays.append(col)
+        fields.append(sw.schema.field(c))
+    if rank:
+        g_sorted = grp[order]
+        ranks = np.ones(len(order), dtype=np.int64)
+        for i in range(1, len(order)):
+            ranks[i] = ranks[i - 1] + 1 if g_sorted[i] == g_sorted[i - 1] else 1
+        arrays.append(pa.chunked_array([pa.array(ranks)]))
+        fields.append(pa.field("rank", pa.int64()))
+    meta = dict(sw.schema.metadata or {})
+    meta[QUERY_KEY] = json.dumps(query).encode()
+    schema = pa.schema(fields, metadata=meta)
+    return pa.Table.from_arrays(
+        [a.combine_chunks() if len(a.chunks) != 1 else a.chunk(0) for a in arrays], schema=schema
+    )
+
+
+def _run(
+    kind: str,
+    source: Source,
+    value_cols: Sequence[str],
+    signs: Sequence[float],
+    reducer: _Reducer,
+    where: str | Filter | None,
+    per: Sequence[str],
+    columns: Sequence[str] | None,
+    feasible_only: bool,
+    stats: ScanStats | None,
+    batch_rows: int,
+    rank: bool,
+    query: dict,
+) -> pa.Table:
+    sw = as_sweep(source)
+    per = _check_columns(sw, list(per), "--per")
+    out_cols = _check_columns(sw, columns, "--columns") if columns else list(sw.schema.names)
+    expr = _filter(sw, where, feasible_only)
+    st = stats if stats is not None else ScanStats()
+    started = time.perf_counter()
+    states, groups = _reduce(sw, value_cols, signs, per, expr, out_cols, reducer, st, batch_rows)
+    table = _assemble(sw, states, groups, per, out_cols, st, batch_rows, rank, {"kind": kind, **query})
+    st.seconds = time.perf_counter() - started
+    sw.last_stats = st
+    return table
+
+
+def pareto(
+    source: Source,
+    minimize: Sequence[str] | str = (),
+    maximize: Sequence[str] | str = (),
+    *,
+    where: str | Filter | None = None,
+    per: Sequence[str] | str = (),
+    columns: Sequence[str] | None = None,
+    feasible_only: bool = True,
+    stats: ScanStats | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> pa.Table:
+    """The non-dominated rows (one front per ``per`` group), exactly; see the module docstring.
+
+    ``minimize`` and ``maximize`` name numeric columns (at least one in all);
+    ``where`` is a ``--where`` text; ``columns`` the output columns (default
+    all). Sorted by group, then the objectives in order (each in its own
+    direction), then dataset position. ``stats``, when given, is filled in.
+    """
+    sw = as_sweep(source)
+    mins, maxs = split_names(minimize), split_names(maximize)
+    objs = [*mins, *maxs]
+    if not objs:
+        raise InputError("pareto needs at least one objective (--min COL or --max COL)")
+    _check_columns(sw, objs, "--min/--max")
+    _check_numeric(sw, objs, "--min/--max")
+    if len(set(objs)) != len(objs):
+        raise InputError("an objective is given twice")
+    signs = [1.0] * len(mins) + [-1.0] * len(maxs)
+    query = {"min": mins, "max": maxs, "per": split_names(per), "where": _text(where)}
+    return _run(
+        "pareto", sw, objs, signs, _pareto_reducer(len(objs)), where, split_names(per), columns,
+        feasible_only, stats, batch_rows, False, query,
+    )  # fmt: skip
+
+
+def top(
+    source: Source,
+    by: str,
+    k: int = 10,
+    *,
+    descending: bool = False,
+    where: str | Filter | None = None,
+    per: Sequence[str] | str = (),
+    columns: Sequence[str] | None = None,
+    feasible_only: bool = True,
+    stats: ScanStats | None = None,
+    batch_rows: int = BATCH_ROWS,
+    rank: bool = True,
+) -> pa.Table:
+    """The ``k`` rows with the smallest ``by`` (largest with ``descending``) per ``per`` group.
+
+    Ties go to the row earlier in the dataset; a ``rank`` column (1..k per
+    group) is appended unless ``rank=False``.
+    """
+    sw = as_sweep(source)
+    if k < 1:
+        raise InputError(f"-k must be >= 1, got {k}")
+    _check_columns(sw, [by], "--by")
+    _check_numeric(sw, [by], "--by")
+    query = {"by": by, "k": k, "descending": descending, "per": split_names(per), "where": _text(where)}
+    return _run(
+        "top", sw, [by], [-1.0 if descending else 1.0], _top_reducer(k), where, split_names(per), columns,
+        feasible_only, stats, batch_rows, rank, query,
+    )  # fmt: skip
+
+
+def best(
+    source: Source,
+    per: Sequence[str] | str = ("p",),
+    by: str = "t_epoch_s",
+    *,
+    rank: bool = False,
+    where: str | Filter | None = None,
+    columns: Sequence[str] | None = None,
+    stats: ScanStats | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> pa.Table:
+    """The fastest feasible row per group (default: per GPU count p), as in ParaDL's ranking tables.
+
+    With ``rank``, the best row of every strategy in each group, ranked 1, 2, ...
+    by ``by`` (the paper's per-p strategy ranking).
+    """
+    sw = as_sweep(source)
+    groups = split_names(per)
+    if rank:
+        if "strategy" not in sw.schema.names:
+            raise InputError("--rank needs a 'strategy' column")
+        table = top(
+            sw, by, 1, where=where, per=[*groups, "strategy"], columns=columns, stats=stats,
+            batch_rows=batch_rows, rank=False,
+        )  # fmt: skip
+        return _rank_within(table, groups, by)
+    return top(
+        sw, by, 1, where=where, per=groups, columns=columns, stats=stats, batch_rows=batch_rows, rank=False
+    )
+
+
+def _rank_within(table: pa.Table, groups: Sequence[str], by: str) -> pa.Table:
+    """Re-sort the per-(group, strategy) winners by group then ``by``, numbering each group 1, 2, ..."""
+    if table.num_rows == 0:
+        return table.append_column("rank", pa.array([], pa.int64()))
+    keys = [tuple(table.column(g).to_pylist()) for g in groups]
+    group_ids: dict[tuple, int] = {}
+    labels = list(zip(*keys, strict=True)) if keys else [()] * table.num_rows
+    ordered = sorted(set(labels), key=lambda t: tuple((v is None, v) for v in t))
+    for i, lab in enumerate(ordered):
+        group_ids[lab] = i
+    gid = np.asarray([group_ids[lab] for lab in labels], dtype=np.int64)
+    value = np.asarray(table.column(by).to_numpy(zero_copy_only=False), dtype=np.float64)
+    value = np.where(np.isnan(value), np.inf, value)
+    order = np.lexsort((np.arange(len(gid)), value, gid))
+    table = table.take(pa.array(order))
+    gs = gid[order]
+    ranks = np.ones(len(gs), dtype=np.int64)
+    for i in range(1, len(gs)):
+        ranks[i] = ranks[i - 1] + 1 if gs[i] == gs[i - 1] else 1
+    return table.append_column("rank", pa.array(ranks))
+
+
+def _text(where: str | Filter | None) -> str | None:
+    if where is None:
+        return None
+    return where.text if isinstance(where, Filter) else where
+
+
+# -- output --------------------------------------------------------------------------------
+
+#: :data:`kernels.SCALAR_PARAMS`, the swept machine-parameter columns (spelled out so that a
+#: query does not import JAX; a test keeps the two equal).
+MACHINE_PARAMS = (
+    "gpu_flops",
+    "efficiency",
+    "gpu_mem_bytes",
+    "gpu_mem_bw_Bps",
+    "gpus_per_node",
+    "nics_per_node",
+    "bytes_per_element",
+    "wu_passes",
+    "intra_alpha_s",
+    "intra_bandwidth_Bps",
+    "inter_alpha_s",
+    "inter_bandwidth_Bps",
+    "allreduce_algo",
+)
+#: Columns shown on the terminal when none are asked for, in this order, where present.
+DISPLAY_FIRST = ("model", "machine", "strategy", "p", "p1", "p2", "b", "B", "S")
+DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit", "rank")
+
+
+def display_columns(table: pa.Table, extra: Sequence[str] = ()) -> list[str]:
+    """A readable subset for the terminal: identity, configuration, swept machine parameters,
+    the query's own columns, times and memory. Columns constant over the table among model
+    and machine are left out when the table has more than one row."""
+    names = table.column_names
+    wanted = [
+        *DISPLAY_FIRST,
+        *[c for c in names if c in MACHINE_PARAMS],
+        *extra,
+        *DISPLAY_LAST,
+    ]
+    out = []
+    for c in wanted:
+        if c in names and c not in out:
+            if c in ("model", "machine") and table.num_rows > 1 and len(pc.unique(table.column(c))) == 1:
+                continue
+            out.append(c)
+    return out
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    text = str(value)
+    return text if text else "-"
+
+
+def format_table(table: pa.Table, columns: Sequence[str] | None = None, max_rows: int | None = None) -> str:
+    """A plain aligned text table (numbers right-aligned, 6 significant digits)."""
+    cols = list(columns) if columns else table.column_names
+    shown = table if max_rows is None else table.slice(0, max_rows)
+    data = {c: [_cell(v) for v in shown.column(c).to_pylist()] for c in cols}
+    numeric = {
+        c: pa.types.is_integer(table.schema.field(c).type) or pa.types.is_floating(table.schema.field(c).type)
+        for c in cols
+    }
+    widths = {c: max([len(c), *map(len, data[c])]) for c in cols}
+    lines = ["  ".join(c.rjust(widths[c]) if numeric[c] else c.ljust(widths[c]) for c in cols).rstrip()]
+    for i in range(shown.num_rows):
+        cells = [data[c][i].rjust(widths[c]) if numeric[c] else data[c][i].ljust(widths[c]) for c in cols]
+        lines.append("  ".join(cells).rstrip())
+    if max_rows is not None and table.num_rows > max_rows:
+        lines.append(f"... {table.num_rows - max_rows:,} more rows")
+    return "\n".join(lines)
+
+
+OUTPUT_SUFFIXES = (".parquet", ".pq", ".csv", ".json", ".jsonl", ".ndjson")
+
+
+def write_table(table: pa.Table, path: str | Path) -> Path:
+    """Write a result as Parquet, CSV, JSON (one array of objects) or JSON lines, by suffix.
+
+    Written to a dot-named temporary file and renamed, so no partial file is left.
+    """
+    out = Path(path)
+    suffix = out.suffix.lower()
+    if suffix not in OUTPUT_SUFFIXES:
+        raise InputError(f"-o: unknown output type '{suffix or out.name}' (use {', '.join(OUTPUT_SUFFIXES)})")
+    if not out.parent.exists():
+        raise InputError("-o: folder does not exist", str(out.parent))
+    with store.written(out) as tmp:
+        if suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp, compression="zstd")
+        elif suffix == ".csv":
+            import pyarrow.csv as pacsv
+
+            plain = table.cast(
+                pa.schema(
+                    [
+                        pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+                        for f in table.schema
+                    ]
+                )
+            )
+            pacsv.write_csv(plain, tmp)
+        else:
+            records = [{k: _json_value(v) for k, v in row.items()} for row in table.to_pylist()]
+            if suffix == ".json":
+                text = json.dumps(records, indent=1) + "\n"
+            else:
+                text = "".join(json.dumps(r) + "\n" for r in records)
+            tmp.write_text(text)
+    return out
+
+
+def _json_value(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+#: ``sweep.open``: the notebook entry point.
+open = open_sweep

@@ -1,0 +1,324 @@
+"""Sensitivities: elasticities of the epoch time to every machine parameter, by autodiff.
+
+.. math::
+    e_\\theta = \\frac{\\partial \\ln t}{\\partial \\ln \\theta}
+              = \\frac{\\theta}{t}\\,\\frac{\\partial t}{\\partial \\theta}
+
+(+1 % of θ changes t by about e %). Computed with :func:`jax.grad` through
+the same strategy kernels as ``sweep run`` (not finite differences): every
+parameter is scaled by ``exp(s)`` through :func:`kernels.with_params` and the
+gradient taken at s = 0, in float64. ``inter_bandwidth_Bps`` scales every
+inter-node level together (with equal levels, as on the shipped machines,
+that is exactly the sweep axis); ``inter_alpha_s`` is the first level's
+latency with deeper levels keeping their extra latency over it, as the axis
+defines it. ``gpus_per_node`` and ``nics_per_node`` are integer-valued and
+``allreduce_algo`` is a choice, so they have no derivative and are left out
+(the output says so). ``gpu_mem_bytes`` only decides feasibility: its
+elasticity is 0. At a kink of the model (a NIC-sharing ``max``, the cheaper
+of two algorithms) the derivative is the one-sided value JAX picks.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyarrow as pa
+
+from kernels import SCALAR_PARAMS, STRATEGIES, Config, with_params
+from sweep.engine.evaluate import point_fn
+from sweep.errors import InputError
+from sweep.inputs.configs import Bound, Overheads, default_p2, frozen_overheads, resolve_config
+
+#: Parameters without a derivative, and why.
+SKIPPED = {
+    "gpus_per_node": "integer-valued",
+    "nics_per_node": "integer-valued",
+    "allreduce_algo": "a choice of algorithm",
+}
+#: Parameters differentiated, in :data:`kernels.SCALAR_PARAMS` order.
+PARAMS: tuple[str, ...] = tuple(k for k in SCALAR_PARAMS if k not in SKIPPED)
+#: Result columns whose elasticity can be asked for.
+METRICS = ("t_epoch_s", "t_iter_s", "t_comp_s", "t_comm_s", "gpu_hours")
+#: Most rows ``sweep sensitivity DIR`` takes without ``--max-rows``.
+MAX_ROWS = 10_000
+
+
+def _metric_fn(strategy: str, swept: Sequence[str], metric: str, overheads: Overheads = ()):
+    """``f(s, net, machine, cfg, values) -> metric`` with every parameter scaled by ``exp(s_i)``.
+
+    Evaluated through :func:`sweep.evaluate.point_fn`, so a calibrated
+    profile's overheads count as they do in ``estimate`` and sweeps.
+    """
+    point = point_fn(strategy, (), overheads={k: dict(v) for k, v in overheads} or None)
+
+    def f(s, net, machine, cfg, values):
+        if swept:
+            machine = with_params(machine, **dict(zip(swept, values, strict=True)))
+        base = {
+            name: (machine.inter_alpha_s[0] if name == "inter_alpha_s" else getattr(machine, name))
+            for name in PARAMS
+        }
+        scaled = with_params(machine, **{n: base[n] * jnp.exp(s[i]) for i, n in enumerate(PARAMS)})
+        cost, derived = point(net, scaled, cfg, ())
+        return {**cost._asdict(), **derived._asdict()}[metric]
+
+    return f
+
+
+def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s", overheads: Overheads = ()):
+    """``g(net, machine, cfg, values) -> (metric, elasticities[len(PARAMS)], limit)``, jit- and vmap-able."""
+    f = _metric_fn(strategy, swept, metric, overheads)
+    value_and_grad = jax.value_and_grad(f)
+
+    def g(net, machine, cfg, values):
+        zero = jnp.zeros(len(PARAMS), dtype=jnp.float64)
+        t, dt = value_and_grad(zero, net, machine, cfg, values)
+        e = jnp.where(t != 0, dt / t, jnp.nan)
+        machine_eff = with_params(machine, **dict(zip(swept, values, strict=True))) if swept else machine
+        limit = STRATEGIES[strategy](net, machine_eff, cfg).limit
+        return t, e, limit
+
+    return g
+
+
+@functools.cache
+def _compiled(strategy: str, swept: tuple[str, ...], metric: str, batched: bool, overheads: Overheads = ()):
+    """:func:`elasticity_fn` jitted (and vmapped over configurations and values), once per signature."""
+    g = elasticity_fn(strategy, swept, metric, overheads)
+    return jax.jit(jax.vmap(g, in_axes=(None, None, 0, 0)) if batched else g)
+
+
+def metric_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s"):
+    """``h(s, net, machine, cfg, values) -> metric`` (for finite-difference checks)."""
+    return _metric_fn(strategy, swept, metric)
+
+
+def _check_metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise InputError(f"--of: unknown metric '{metric}' (known: {', '.join(METRICS)})")
+    return metric
+
+
+def _f64(tree):
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), tree)
+
+
+def sensitivity(
+    bound: Bound,
+    strategy: str,
+    p: int,
+    b: int,
+    p2: int | None = None,
+    S: int | None = None,
+    metric: str = "t_epoch_s",
+) -> pa.Table:
+    """Elasticities of one configuration: a one-row table (see :func:`sensitivities`)."""
+    jax.config.update("jax_enable_x64", True)
+    _check_metric(metric)
+    p2, S = resolve_config(bound.profile, strategy, p, b, p2, S)
+    overrides = dict(bound.profile.overrides)
+    names = tuple(overrides)
+    g = _compiled(strategy, names, metric, False, frozen_overheads(bound.profile))
+    cfg = Config(*(jnp.asarray(v, jnp.float64) for v in (p, b, p2, S)))
+    values = tuple(jnp.asarray(overrides[k], jnp.float64) for k in names)
+    machine = _f64(bound.profile.pytree(np.float64))
+    t, e, limit = g(_f64(bound.net), machine, cfg, values)
+    ident: dict[str, list] = {
+        "model": [bound.model.name],
+        "machine": [bound.profile.name],
+        "strategy": [strategy],
+        "p": [p],
+        "b": [b],
+        "p2": [p2],
+        "S": [S],
+    }
+    values_now = {k: [float(_value_of(bound, k))] for k in PARAMS}
+    return _table(ident, values_now, metric, np.asarray([t]), np.asarray([e]), np.asarray([limit]))
+
+
+def _value_of(bound: Bound, name: str) -> float:
+    return float(bound.profile.value(name))
+
+
+def _table(ident: Mapping[str, list], values: Mapping[str, list], metric, t, e, limit) -> pa.Table:
+    from kernels import LIMITS
+
+    cols: dict[str, object] = dict(ident)
+    for k in PARAMS:
+        cols[k] = pa.array(values[k], pa.float64())
+    cols[metric] = pa.array(np.asarray(t, np.float64))
+    cols["feasible"] = pa.array(np.asarray(limit) == 0)
+    cols["limit"] = pa.array([LIMITS[int(x)] for x in np.asarray(limit)])
+    e = np.asarray(e, np.float64).reshape(len(t), len(PARAMS))
+    for i, k in enumerate(PARAMS):
+        cols[f"e_{k}"] = pa.array(e[:, i])
+    lever = [_lever(row) for row in e]
+    cols["lever"] = pa.array([lv[0] for lv in lever])
+    cols["lever_e"] = pa.array([lv[1] for lv in lever], pa.float64())
+    meta = {
+        b"paradl_sensitivity": (
+            f"elasticity e_X = d ln {metric} / d ln X by jax.grad; not differentiated: "
+            + ", ".join(f"{k} ({why})" for k, why in SKIPPED.items())
+        ).encode()
+    }
+    return pa.table(cols).replace_schema_metadata(meta)
+
+
+def _lever(e: np.ndarray) -> tuple[str | None, float]:
+    """The parameter with the largest |elasticity| (the knob that pays off most)."""
+    mag = np.where(np.isfinite(e), np.abs(e), -1.0)
+    if len(mag) == 0 or mag.max() <= 0:
+        return None, 0.0
+    i = int(np.argmax(mag))
+    return PARAMS[i], float(e[i])
+
+
+def sensitivities(
+    source, where: str | None = None, max_rows: int = MAX_ROWS, metric: str = "t_epoch_s"
+) -> pa.Table:
+    """Elasticities for every row of a small sweep result (a folder, file or :class:`~sweep.query.Sweep`).
+
+    The models and machines are rebuilt from the data's own metadata (the
+    sweep spec), each row's swept machine parameters are applied, and one
+    ``jit(vmap(grad))`` per (model, machine, strategy) evaluates all its rows.
+    """
+    from sweep.answers.query import as_sweep
+
+    jax.config.update("jax_enable_x64", True)
+    _check_metric(metric)
+    sw = as_sweep(source)
+    need = [c for c in ("model", "machine", "strategy", "p", "b") if c not in sw.schema.names]
+    if need:
+        raise InputError(f"the data lacks column '{need[0]}', needed to rebuild each configuration")
+    n = sw.count_rows(where)
+    if n > max_rows:
+        raise InputError(
+            f"{n:,} rows match; sensitivities take at most {max_rows:,} (narrow --where or raise --max-rows)"
+        )
+    swept = [c for c in sw.schema.names if c in SCALAR_PARAMS]
+    cols = [c for c in ("model", "machine", "strategy", "p", "b", "p2", "S") if c in sw.schema.names]
+    table = sw.to_table(where, [*cols, *swept])
+    bounds = _bounds(sw, table)
+    pieces = []
+    keys = list(zip(*(table.column(c).to_pylist() for c in ("model", "machine", "strategy")), strict=True))
+    for key in dict.fromkeys(keys):
+        idx = np.asarray([i for i, k in enumerate(keys) if k == key])
+        sub = table.take(pa.array(idx))
+        pieces.append(_rows(bounds[key[:2]], key[2], sub, swept, metric))
+    if not pieces:
+        return _table(
+            {c: [] for c in ("model", "machine", "strategy", "p", "b", "p2", "S")},
+            {k: [] for k in PARAMS},
+            metric,
+            np.zeros(0),
+            np.zeros((0, len(PARAMS))),
+            np.zeros(0, np.int64),
+        )
+    return pa.concat_tables(pieces)
+
+
+def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metric: str) -> pa.Table:
+    n = sub.num_rows
+    gpn = default_p2(bound.profile)
+
+    def col(name, default):
+        if name in sub.column_names:
+            return np.asarray(sub.column(name).to_numpy(zero_copy_only=False), np.float64)
+        return np.full(n, float(default))
+
+    p = col("p", 1)
+    b = col("b", 1)
+    p2 = col("p2", gpn) if strategy in ("data+filter", "data+spatial") else np.full(n, float(gpn))
+    S = col("S", 1) if strategy == "pipeline" else p
+    fixed = {k: v for k, v in bound.profile.overrides.items() if k not in swept}
+    names = (*swept, *fixed)
+    values = [col(k, 0) for k in swept] + [np.full(n, v) for v in fixed.values()]
+    g = _compiled(strategy, tuple(names), metric, True, frozen_overheads(bound.profile))
+    size = max(16, 1 << (n - 1).bit_length())  # padded to a power of two: few distinct compiles
+
+    def pad(v):
+        return jnp.asarray(np.concatenate([v, np.repeat(v[-1:], size - n)]))
+
+    cfg = Config(*(pad(v) for v in (p, b, p2, S)))
+    t, e, limit = g(
+        _f64(bound.net), _f64(bound.profile.pytree(np.float64)), cfg, tuple(pad(v) for v in values)
+    )
+    t, e, limit = np.asarray(t)[:n], np.asarray(e)[:n], np.asarray(limit)[:n]
+    base = {k: np.full(n, _value_of(bound, k)) for k in PARAMS}
+    for k, v in zip(names, values, strict=True):
+        if k in base:
+            base[k] = v
+    ident = {c: sub.column(c).to_pylist() for c in ("model", "machine", "strategy")}
+    ident.update({"p": p.astype(int).tolist(), "b": b.astype(int).tolist()})
+    shown_p2 = col("p2", gpn) if "p2" in sub.column_names else p2
+    shown_S = col("S", 1) if "S" in sub.column_names else S
+    ident.update({"p2": shown_p2.astype(int).tolist(), "S": shown_S.astype(int).tolist()})
+    return _table(ident, {k: base[k].tolist() for k in PARAMS}, metric, t, e, limit)
+
+
+def _bounds(sw, table: pa.Table) -> dict[tuple[str, str], Bound]:
+    """Bound models and machines named in ``table``, from the data's spec metadata or built-ins."""
+    from sweep.inputs.machines import load_machine
+    from sweep.inputs.models import load_model
+
+    wanted = set(zip(table.column("model").to_pylist(), table.column("machine").to_pylist(), strict=True))
+    out: dict[tuple[str, str], Bound] = {}
+    meta = sw.metadata
+    if meta.get("spec"):
+        from sweep.inputs.grid import parse_spec, plan
+
+        spec_path = meta.get("spec_path") or "spec"
+        base = Path(spec_path).resolve().parent
+        try:
+            spec = parse_spec(tomllib.loads(meta["spec"]), spec_path, base, meta["spec"])
+            for job in plan(spec).jobs:
+                out[(job.bound.model.name, job.bound.profile.name)] = job.bound
+        except (InputError, tomllib.TOMLDecodeError, OSError):
+            out = {}
+    for model, machine in wanted:
+        if (model, machine) not in out:
+            try:
+                out[(model, machine)] = Bound.of(load_model(model), load_machine(machine))
+            except InputError:
+                raise InputError(
+                    f"cannot rebuild model '{model}' on machine '{machine}': the data's spec metadata "
+                    "does not load and they are not built-ins"
+                ) from None
+    return out
+
+
+def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
+    """A readable report of a one-row table (or the first row)."""
+    row = table.slice(0, 1).to_pylist()[0]
+    head = (
+        f"{row['model']} on {row['machine']}, {row['strategy']}, p={row['p']:,} b={row['b']:,}"
+        + (f" p2={row['p2']}" if row["strategy"] in ("data+filter", "data+spatial") else "")
+        + (f" S={row['S']}" if row["strategy"] == "pipeline" else "")
+        + f": {metric} = {row[metric]:.6g}"
+        + ("" if row["feasible"] else f" (infeasible: {row['limit']})")
+    )
+    lines = [
+        head,
+        f"elasticity e = d ln {metric} / d ln X (jax.grad): +1% of X changes {metric} by about e %",
+        f"  {'parameter':<20} {'value':>12} {'elasticity':>11}",
+    ]
+    ranked = sorted(PARAMS, key=lambda k: -abs(row[f"e_{k}"]) if np.isfinite(row[f"e_{k}"]) else 0)
+    for k in ranked:
+        lines.append(f"  {k:<20} {row[k]:>12.6g} {row[f'e_{k}']:>+11.4f}")
+    lines.append("not differentiated: " + ", ".join(f"{k} ({why})" for k, why in SKIPPED.items()))
+    lines.append(lever_sentence(row["lever"], row["lever_e"], metric))
+    return "\n".join(lines)
+
+
+def lever_sentence(name: str | None, e: float, metric: str = "t_epoch_s") -> str:
+    if name is None:
+        return f"no parameter moves {metric} here"
+    way = "raise" if e < 0 else "lower"
+    sign = "+" if e < 0 else "-"
+    return f"pays off most: {name} ({way} it: {sign}1% changes {metric} by {-abs(e):+.3g}%)"

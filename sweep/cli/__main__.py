@@ -1,0 +1,5 @@
+"""``python -m sweep.cli``: the ``sweep`` command."""
+
+from sweep.cli.main import main
+
+main()

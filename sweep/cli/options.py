@@ -1,0 +1,65 @@
+"""Shared pieces of the command line: one-line errors and warnings, ``--set`` parsing, JAX set-up.
+
+Every user mistake surfaces as :class:`sweep.errors.InputError` and is printed
+as one line ``error: ...`` with exit status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+
+import click
+
+from sweep.errors import InputError
+
+EXIT_INPUT = 2
+
+
+def one_line_warnings() -> None:
+    def show(message, category, filename, lineno, file=None, line=None):
+        click.echo(f"warning: {message}", err=True)
+
+    warnings.showwarning = show
+
+
+def handle_errors(fn):
+    """Turn :class:`InputError` into ``error: ...`` on stderr and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except InputError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(EXIT_INPUT)
+
+    return wrapper
+
+
+def parse_set(values: tuple[str, ...]) -> dict[str, float | str]:
+    """``--set KEY=VALUE`` pairs; numbers parsed as floats, other values kept as text."""
+    out: dict[str, float | str] = {}
+    for item in values:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set expects KEY=VALUE, got '{item}'")
+        try:
+            out[key.strip()] = float(text)
+        except ValueError:
+            out[key.strip()] = text.strip()
+    return out
+
+
+def enable_x64() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def setup_jax() -> None:
+    """JAX set up for a command that computes (:func:`sweep.engine.backend.configure`)."""
+    from sweep.engine import backend
+
+    backend.configure()

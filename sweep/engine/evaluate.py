@@ -1,0 +1,110 @@
+"""Wiring between files and kernels: one strategy on one bound model and machine.
+
+:func:`point_fn` returns the per-configuration function that the engine
+vmaps and ``sweep estimate`` calls once; :data:`COLUMNS` is SPEC section 6's
+column order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from kernels import LIMITS, SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive, with_params
+from kernels.terms import scale_terms
+from sweep.inputs.configs import Bound, resolve_config
+
+#: Integer-valued configuration columns.
+CONFIG_COLUMNS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
+#: Float result columns, in output order (SPEC section 6).
+RESULT_COLUMNS: tuple[str, ...] = (
+    "t_comp_s",
+    "t_comm_s",
+    "t_epoch_s",
+    "t_iter_s",
+    "t_allreduce_s",
+    "t_allgather_s",
+    "t_halo_s",
+    "t_p2p_s",
+    "mem_bytes",
+    "gpu_hours",
+)
+
+
+def point_fn(
+    strategy: str,
+    swept: Sequence[str],
+    *,
+    overheads: Mapping[str, Mapping[str, object]] | None = None,
+) -> Callable:
+    """``f(net, machine, cfg, values) -> (Cost, Derived)`` for one configuration.
+
+    ``values`` is a tuple of the swept machine parameters, in the order of
+    ``swept``, applied with :func:`kernels.with_params`. ``overheads`` is a
+    profile's ``strategy -> {term: value}`` table (:attr:`MachineProfile.overheads`):
+    factors on ``compute``, ``allreduce``, ``allgather``, ``halo``, ``p2p`` and
+    additive seconds ``per_iter_s``, ``per_sample_s``. The entry of ``strategy``,
+    if any, is applied with :func:`kernels.terms.scale_terms` (values may be
+    traced arrays: calibration differentiates through them).
+    """
+    kernel = STRATEGIES[strategy]
+    factors = dict((overheads or {}).get(strategy, {}))
+
+    def f(net: Net, machine, cfg: Config, values: tuple) -> tuple[Cost, Derived]:
+        if swept:
+            machine = with_params(machine, **dict(zip(swept, values, strict=True)))
+        cost = kernel(net, machine, cfg)
+        if factors:
+            cost = scale_terms(cost, **factors)
+        return cost, derive(cost)
+
+    return f
+
+
+def estimate(
+    bound: Bound,
+    strategy: str,
+    p: int,
+    b: int,
+    p2: int | None = None,
+    S: int | None = None,
+) -> dict:
+    """All SPEC section 6 columns of one configuration.
+
+    Evaluated in float64 when JAX's x64 mode is on (the CLI turns it on for
+    ``sweep estimate``), else in float32.
+    """
+    profile = bound.profile
+    p2, S = resolve_config(profile, strategy, p, b, p2, S)
+    overrides = dict(profile.overrides)
+    names = tuple(overrides)
+    dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
+    # one compile beats ~1 s of eager dispatch
+    f = jax.jit(point_fn(strategy, names, overheads=profile.overheads))
+    machine = profile.pytree(dtype)
+    cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S)))
+    values = tuple(jnp.asarray(overrides[k], dtype) for k in names)
+    cost, derived = f(bound.net, machine, cfg, values)
+    return row_dict(bound, strategy, cost, derived, overrides)
+
+
+def row_dict(
+    bound: Bound, strategy: str, cost: Cost, derived: Derived, overrides: Mapping[str, float]
+) -> dict:
+    """One row as a plain dict in SPEC section 6 order."""
+    row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
+    for name in CONFIG_COLUMNS:
+        value = float(getattr(cost, name))
+        row[name] = round(value) if math.isfinite(value) and value == round(value) else value
+    for name in SCALAR_PARAMS:
+        if name in overrides:
+            row[name] = float(overrides[name])
+    merged = {**cost._asdict(), **derived._asdict()}
+    for name in RESULT_COLUMNS:
+        row[name] = float(merged[name])
+    row["feasible"] = bool(derived.feasible)
+    row["limit"] = LIMITS[int(cost.limit)]
+    return row

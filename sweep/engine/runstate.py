@@ -1,0 +1,469 @@
+"""A run's state: its options, which chunks are done, the dataset folder's manifest,
+the part writer and the reducer, checkpointed so ``--resume`` continues where it stopped.
+
+The local loop (:mod:`sweep.engine.run`) and Dask (:mod:`sweep.engine.cluster`) drive the
+same :class:`RunState`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from sweep.engine import devices, index, program
+from sweep.engine.evaluate import RESULT_COLUMNS
+from sweep.errors import InputError
+from sweep.inputs.grid import Job, Plan
+from sweep.output import store
+from sweep.reduce.keep import Keep, Survivors
+from sweep.reduce.reducer import Reducer, write_state
+
+CHECKPOINT_S = 5.0
+#: The manifest's large parts, which never change during a run: encoded once (the others at each save).
+_MANIFEST_FIXED = ("run_key", "versions", "jobs", "schema")
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal after writing what it had finished."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``k`` (0-based) of ``n`` of a run's index space."""
+
+    k: int
+    n: int
+
+    @property
+    def tag(self) -> str:
+        return store.shard_tag(self.k, self.n)
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.n}"
+
+
+def parse_shard(text: str) -> Shard:
+    """``K/N`` with ``0 <= K < N`` (a Slurm array ``--array=0-15`` passes ``$SLURM_ARRAY_TASK_ID/16``)."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or not 0 <= int(m[1]) < int(m[2]):
+        raise InputError(f"--shard must be K/N with 0 <= K < N, got '{text}'")
+    return Shard(int(m[1]), int(m[2]))
+
+
+#: Points per chunk of a run that writes rows: larger chunks write no faster, and hold more.
+ROWS_CHUNK = 1 << 18
+#: Points per chunk of a ``--keep`` reduction. A call's fixed cost (XLA runs a reducing
+#: program as a few hundred small steps) is spread over 4x the points: on 2 CPU cores,
+#: Pareto kernels ran at 133-147 M configs/s against 72-105 with 2^18, top-1 at 208-395
+#: against 103-201.
+REDUCE_CHUNK = 1 << 20
+#: Points per chunk of a reduction on a GPU, where a call's fixed cost (a few hundred
+#: microseconds: kernels launched, conditionals waiting for the host) is what a chunk
+#: spreads. On an H200 the eight strategies' kernels ran at 22 G configs/s top-1 and 15 G/s
+#: Pareto against 1.5 and 1.3 at 2^20; the bench's tied grid end to end 1.20 s against 1.51.
+#: A program of 2^24 points holds 0.3-0.4 GB of temporaries (XLA's memory analysis).
+GPU_REDUCE_CHUNK = 1 << 24
+
+
+@dataclass
+class RunOptions:
+    out: Path
+    #: Points per device chunk; 0 picks :data:`REDUCE_CHUNK` for a ``--keep`` reduction, else
+    #: :data:`ROWS_CHUNK`; :func:`run_sweep` then picks :data:`GPU_REDUCE_CHUNK` for a
+    #: reduction on a GPU, or a resumed run's own chunk (:func:`_settle_chunk`).
+    chunk: int = 0
+    x64: bool = False
+    keep: Keep = field(default_factory=lambda: Keep("all"))
+    only_feasible: bool = False
+    columns: tuple[str, ...] | None = None
+    resume: bool = False
+    overwrite: bool = False
+    compression: str = "zstd"
+    #: Evaluate only this part of the index space (files named with its tag).
+    shard: Shard | None = None
+    #: Dask scheduler address, ``"local:N"`` for a local cluster, or a ``distributed.Client``.
+    dask: Any = None
+    #: Called on the Dask worker as ``hook(job, chunk)`` before each chunk (tests kill workers with it).
+    task_hook: Callable[[int, int], None] | None = None
+    #: Whether ``chunk`` was given rather than left to the default.
+    chunk_given: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.chunk_given = bool(self.chunk)
+        if not self.chunk:
+            self.chunk = REDUCE_CHUNK if self.keep.reduces else ROWS_CHUNK
+
+
+@dataclass
+class Timings:
+    """Where a local run's seconds went (``sweep run --timings``). The main thread's parts
+    add up to its time from the first job to the end; the other threads' are summed over
+    them and overlap the main thread's."""
+
+    #: Main thread: waiting for a job's program (loaded or compiled on other threads).
+    programs: float = 0.0
+    #: Main thread: queuing chunks (a CPU may compute a chunk then, in the caller's thread).
+    queue: float = 0.0
+    #: Main thread: waiting for a queued chunk's results.
+    device: float = 0.0
+    #: Main thread: turning results into rows, or into a reduction's candidates.
+    host: float = 0.0
+    #: Of ``host``: evaluating a reducing chunk's candidates again (:class:`survivors.Again`).
+    again: float = 0.0
+    #: Main thread: the reduction's result written, the manifest sealed.
+    finish: float = 0.0
+    #: Other threads: jobs' programs made ready (read back, lowered, compiled, loaded).
+    prepare: float = 0.0
+    #: How many programs were made ready.
+    prepared: int = 0
+    #: Other threads: part files encoded, or candidates merged into the reduction.
+    sink: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, name: str, seconds: float) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + seconds)
+
+    def timed(self, name: str, fn: Callable) -> Callable:
+        """``fn``, its calls' seconds added to ``name``."""
+
+        def call(*args):
+            began = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.add(name, time.perf_counter() - began)
+
+        return call
+
+    def describe(self) -> str:
+        main = self.programs + self.queue + self.device + self.host + self.finish
+        return (
+            f"main thread {main:.2f} s: programs awaited {self.programs:.2f}, chunks queued "
+            f"{self.queue:.2f}, results awaited {self.device:.2f}, host {self.host:.2f} (candidates "
+            f"evaluated again {self.again:.2f}), final write {self.finish:.2f}; other threads: "
+            f"{self.prepared} program(s) made ready {self.prepare:.2f} s, writing or merging "
+            f"{self.sink:.2f} s"
+        )
+
+
+@dataclass
+class RunSummary:
+    rows: int
+    points: int
+    chunks: int
+    seconds: float
+    folder: Path
+    #: Where the chunks ran (the manifest's ``devices``).
+    devices: str = ""
+    #: Where a local run's time went; None for a Dask run or one with nothing to do.
+    timings: Timings | None = None
+
+    @property
+    def points_per_s(self) -> float:
+        return self.points / self.seconds if self.seconds > 0 else float("inf")
+
+
+class DoneChunks:
+    """Finished chunks per job: a contiguous prefix, and any finished out of order beyond it.
+
+    The manifest keeps them as ``done`` (job -> chunks finished from the
+    first) and ``done_extra`` (job -> chunk numbers finished past the
+    prefix: part files written in parallel, or by Dask workers, complete out
+    of order).
+    """
+
+    def __init__(self, manifest: dict):
+        self.prefix = {int(k): int(v) for k, v in manifest.get("done", {}).items()}
+        self.extra = {int(k): {int(c) for c in v} for k, v in manifest.get("done_extra", {}).items()}
+
+    def has(self, job: int, number: int) -> bool:
+        return number < self.prefix.get(job, 0) or number in self.extra.get(job, ())
+
+    def mark(self, job: int, number: int) -> None:
+        extra = self.extra.setdefault(job, set())
+        extra.add(number)
+        first = self.prefix.get(job, 0)
+        while first in extra:
+            extra.remove(first)
+            first += 1
+        self.prefix[job] = first
+        if not extra:
+            del self.extra[job]
+
+    def count(self, job: int) -> int:
+        return self.prefix.get(job, 0) + len(self.extra.get(job, ()))
+
+    def points(self, span: index.Span, chunk: int) -> int:
+        """Points of ``span`` in finished chunks."""
+        job = span.job.index
+        first = min(self.prefix.get(job, 0) * chunk, span.hi - span.lo)
+        return first + sum(span.unit(c, chunk)[1] for c in self.extra.get(job, ()))
+
+    def to_json(self) -> tuple[dict, dict]:
+        return dict(self.prefix), {j: sorted(v) for j, v in self.extra.items()}
+
+
+class RunState:
+    """One run (or shard of a run) of a plan: its schema, spans, done chunks, reduction and manifest."""
+
+    def __init__(self, plan: Plan, opts: RunOptions):
+        self.plan = plan
+        self.opts = opts
+        self.dtype = np.float64 if opts.x64 else np.float32
+        self.tag = opts.shard.tag if opts.shard else None
+        jobs = plan.jobs
+        schema = store.Schema(
+            models=list(plan.models),
+            machines=list(plan.machines),
+            strategies=list(plan.spec.strategies),
+            int_columns=index.int_columns(jobs[0]),
+            float_columns=RESULT_COLUMNS,
+            float_type=pa.float64() if opts.x64 else pa.float32(),
+            metadata=_metadata(plan, opts),
+            axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
+        )
+        names = schema.all_names()
+        if opts.columns is not None:
+            bad = [c for c in opts.columns if c not in names]
+            if bad:
+                raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
+            schema.columns = tuple(c for c in names if c in opts.columns)
+        self.schema = schema
+        self.run_key: dict[str, Any] = {
+            "spec": plan.spec.text,
+            "chunk": opts.chunk,
+            "x64": opts.x64,
+            "keep": opts.keep.describe(),
+            "only_feasible": opts.only_feasible,
+            "columns": list(schema.columns) if schema.columns else None,
+        }
+        if opts.shard is not None:
+            self.run_key["shards"] = opts.shard.n
+        self.folder = opts.out
+        previous = store.prepare_folder(self.folder, opts.resume, opts.overwrite, self.run_key, self.tag)
+        self.previous = previous or {}
+        k, n = (opts.shard.k, opts.shard.n) if opts.shard else (0, 1)
+        self.spans = index.spans(jobs, k, n)
+        self.done = DoneChunks(self.previous)
+        self.manifest: dict[str, Any] = {
+            "format": 1,
+            "name": plan.spec.name,
+            "spec_path": plan.spec.path,
+            "run_key": self.run_key,
+            "versions": store.versions(),
+            "jobs": [
+                {
+                    "index": s.job.index,
+                    "model": s.job.bound.model.name,
+                    "machine": s.job.bound.profile.name,
+                    "strategy": s.job.strategy,
+                    "axes": {k: v.tolist() for k, v in s.job.axes.items()},
+                    "points": s.job.size,
+                    "range": [s.lo, s.hi],
+                    "chunks": s.chunks(opts.chunk),
+                }
+                for s in self.spans
+            ],
+            "done": {},
+            "done_extra": {},
+            "rows": int(self.previous.get("rows", 0)),
+            "complete": False,
+            "compression": opts.compression,
+            "schema": schema.to_json(),
+            # this run's, local or Dask's driver (a resumed run may have run elsewhere)
+            "devices": "Dask workers" if opts.dask is not None else devices.describe_devices(),
+        }
+        if opts.shard is not None:
+            self.manifest["shard"] = {"k": opts.shard.k, "n": opts.shard.n}
+        self.lock = threading.Lock()
+        self.manifest_text = store.ManifestText(_MANIFEST_FIXED)
+        self.part_writer = store.PartWriter(
+            self.folder, schema.arrow(), opts.compression, schema.statistics_columns()
+        )
+        self.reducer = None
+        self.keep_seq = int(self.previous.get("keep_seq", 0))
+        if opts.keep.reduces:
+            prefix = f"_spill-{self.tag}-" if self.tag else "_spill-"
+            self.reducer = Reducer(opts.keep, schema, self.folder, prefix)
+            spills = list(self.previous.get("keep_spill", []))
+            self.reducer.adopt(spills)
+            self.manifest["keep_spill"] = spills
+            if self.previous.get("keep_state"):
+                self.reducer.load(self.folder / self.previous["keep_state"])
+                self.manifest["keep_state"] = self.previous["keep_state"]
+                self.manifest["keep_seq"] = self.keep_seq
+        self.last_checkpoint = time.perf_counter()
+        self.checkpoint_s = 0.0  # how long the last checkpoint took
+        self.total_points = sum(s.hi - s.lo for s in self.spans)
+        self.points_done = sum(self.done.points(s, opts.chunk) for s in self.spans)
+        self.points_this_run = 0
+        self.chunks_this_run = 0
+        self.started = time.perf_counter()
+        self.timings: Timings | None = None  # set by a local run
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.previous.get("complete"))
+
+    def units(self, span: index.Span | None = None) -> Iterator[tuple[index.Span, int, int, int]]:
+        """(span, chunk number, start, real points) of every chunk not done yet (of one span), in order."""
+        chunk = self.opts.chunk
+        for s in self.spans if span is None else [span]:
+            first = self.done.prefix.get(s.job.index, 0)
+            for number in range(first, s.chunks(chunk)):
+                if not self.done.has(s.job.index, number):
+                    yield (s, number, *s.unit(number, chunk))
+
+    def part_name(self, job: int, number: int) -> str:
+        return store.part_name(job, number, self.tag)
+
+    def save_manifest(self) -> None:
+        """Write the manifest (callers hold :attr:`lock` when other threads may record)."""
+        self.manifest["done"], self.manifest["done_extra"] = self.done.to_json()
+        store.atomic_write_text(
+            self.folder / store.manifest_name(self.tag), self.manifest_text(self.manifest)
+        )
+
+    def record(self, job: int, number: int, rows: int) -> None:
+        """A part file of chunk ``number`` of ``job`` with ``rows`` rows is in place."""
+        with self.lock:
+            self.done.mark(job, number)
+            self.manifest["rows"] += rows
+            self.save_manifest()
+
+    def write_part(
+        self, name: str, job: int, number: int, labels: tuple[str, str, str], ints, floats, limit
+    ) -> None:
+        """Write chunk ``number`` of job ``job`` (its columns on the host) as part file ``name``."""
+        table = self.schema.table(labels, ints, floats, limit)
+        self.part_writer.write(name, table)
+        self.record(job, number, len(table))
+
+    def add_survivors(self, job: Job, number: int, start: int, found: Survivors) -> None:
+        """Merge a reducing chunk's candidates and checkpoint every :data:`CHECKPOINT_S` seconds,
+        or less often when writing the running result takes long (at most a tenth of the time)."""
+        assert self.reducer is not None
+        self.reducer.add(job.index, _labels(job), start + found.local.astype(np.int64), found)
+        with self.lock:
+            self.done.mark(job.index, number)
+        spilled = self.reducer.spills != self.manifest["keep_spill"]  # rows left memory: record where
+        if spilled or time.perf_counter() - self.last_checkpoint >= max(CHECKPOINT_S, 10 * self.checkpoint_s):
+            self.checkpoint()
+
+    def advance(self, points: int, progress: Callable[[int, int, float], None] | None) -> None:
+        self.points_done += points
+        self.points_this_run += points
+        self.chunks_this_run += 1
+        if progress is not None:
+            progress(self.points_done, self.total_points, time.perf_counter() - self.started)
+
+    def checkpoint(self) -> None:
+        """Write the running reduction and the done chunks together (state file, then manifest).
+
+        The state file holds the rows in memory; the manifest also lists the spills."""
+        assert self.reducer is not None
+        began = time.perf_counter()
+        self.keep_seq += 1
+        prefix = f"_keep-{self.tag}-" if self.tag else "_keep-"
+        name = f"{prefix}{self.keep_seq:06d}.parquet"
+        self._write_state(name)
+        old = self.manifest.get("keep_state")
+        with self.lock:
+            self.manifest["keep_state"] = name
+            self.manifest["keep_seq"] = self.keep_seq
+            self.manifest["keep_spill"] = list(self.reducer.spills)
+            self.save_manifest()
+        if old and old != name:
+            (self.folder / old).unlink(missing_ok=True)
+        self.last_checkpoint = time.perf_counter()
+        self.checkpoint_s = self.last_checkpoint - began
+
+    def _write_state(self, name: str) -> None:
+        assert self.reducer is not None
+        write_state(self.folder / name, [self.reducer.state_table()])
+
+    def finish(self) -> None:
+        """Seal the run: the reduction's result, then ``complete`` in the manifest.
+
+        A shard's reduction stays a state file (``_keep-sKofN.parquet``, with
+        the row identities that ``sweep merge`` breaks ties by); an unsharded
+        run writes ``part-keep.parquet``.
+        """
+        if self.reducer is not None:
+            if self.tag is None:
+                rows = self.part_writer.write_tables(store.KEEP_PART, self.reducer.tables())
+                self.manifest.pop("keep_state", None)
+            else:
+                name = f"_keep-{self.tag}.parquet"
+                rows = write_state(self.folder / name, self.reducer.state_tables())
+                self.manifest["keep_state"] = name
+            self.manifest["rows"] = rows
+            self.manifest.pop("keep_spill", None)
+        with self.lock:
+            self.manifest["complete"] = True
+            self.save_manifest()
+        if self.reducer is not None:  # once the manifest no longer names them
+            checkpoints = f"_keep-{self.tag}-*.parquet" if self.tag else "_keep-[0-9]*.parquet"
+            for f in self.folder.glob(checkpoints):
+                f.unlink()
+            self.reducer.discard_spills()
+        store.remove_temporaries(self.folder, self.tag)  # of a worker or shard killed mid-write
+
+    def interrupted(self) -> None:
+        if self.reducer is not None:
+            self.checkpoint()
+        with self.lock:
+            self.save_manifest()
+        store.remove_temporaries(self.folder, self.tag)
+
+    def summary(self) -> RunSummary:
+        seconds = time.perf_counter() - self.started
+        return RunSummary(
+            self.manifest["rows"],
+            self.points_this_run,
+            self.chunks_this_run,
+            seconds,
+            self.folder,
+            self.manifest["devices"],
+            self.timings,
+        )
+
+
+def chunk_rows(job: Job, out: program.ChunkOut, only_feasible: bool):
+    """(labels, ints, floats, limit) of a chunk's rows to write, on the host."""
+    ints, floats, limit, mask = (np.asarray(a) for a in (out.ints, out.floats, out.limit, out.mask))
+    if only_feasible:
+        mask = mask & (limit == 0)
+    where = np.flatnonzero(mask)
+    sel: slice | np.ndarray = where
+    if len(where) and where[-1] - where[0] + 1 == len(where):  # one contiguous window: views, no copy
+        sel = slice(int(where[0]), int(where[-1]) + 1)
+    ints, floats, limit = ints[:, sel], floats[:, sel], limit[sel]
+    return _labels(job), ints, floats, limit
+
+
+def _labels(job: Job) -> tuple[str, str, str]:
+    return (job.bound.model.name, job.bound.profile.name, job.strategy)
+
+
+def _metadata(plan: Plan, opts: RunOptions) -> dict:
+    return {
+        "tool": "paradl-sweep",
+        "versions": store.versions(),
+        "spec": plan.spec.text,
+        "spec_path": plan.spec.path,
+        "models": {name: m.describe() for name, m in plan.models.items()},
+        "machines": {name: m.describe() for name, m in plan.machines.items()},
+        "x64": opts.x64,
+        "keep": opts.keep.describe(),
+        "units": "SI: seconds (_s), bytes (_bytes), bytes/s (_Bps), FLOP/s (gpu_flops)",
+    }

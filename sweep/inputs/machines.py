@@ -1,0 +1,411 @@
+"""Machine profiles: TOML files with SI units in their keys (SPEC section 3).
+
+:class:`MachineProfile` is the validated file; :meth:`MachineProfile.pytree`
+gives the kernels' :class:`~kernels.Machine`. Built-in profiles live in
+``grids/machines/``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+import grids
+from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine
+from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
+from sweep.errors import InputError, where
+from sweep.inputs.models import read_toml
+
+#: Top-level scalar keys of a machine file, with defaults (None = required).
+TOP_KEYS: dict[str, float | None] = {
+    "gpu_flops": None,
+    "efficiency": 1.0,
+    "gpu_mem_bytes": None,
+    "gpu_mem_bw_Bps": None,
+    "gpus_per_node": None,
+    "nics_per_node": 1.0,
+    "bytes_per_element": 4.0,
+    "wu_passes": 3.0,
+}
+#: Parameters that must be > 0 (the rest: wu_passes >= 0, efficiency in (0, 1]).
+POSITIVE = {
+    "gpu_flops",
+    "gpu_mem_bytes",
+    "gpu_mem_bw_Bps",
+    "gpus_per_node",
+    "nics_per_node",
+    "bytes_per_element",
+    "intra_alpha_s",
+    "intra_bandwidth_Bps",
+    "inter_alpha_s",
+    "inter_bandwidth_Bps",
+}
+
+
+def check_param(name: str, value, origin: str, key: str | None = None) -> float:
+    """Validate one scalar machine parameter; returns it as float (algorithm names to codes).
+
+    ``key`` is the name to show in errors (the file's own key, e.g. ``intra.alpha_s``).
+    """
+    key = key or name
+    if name not in SCALAR_PARAMS:
+        raise InputError(
+            f"unknown machine parameter (known: {', '.join(SCALAR_PARAMS)})", where(origin, key=key)
+        )
+    if name == "allreduce_algo":
+        if value in ALLREDUCE_ALGOS:
+            return float(ALLREDUCE_ALGOS[value])
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and value in ALLREDUCE_ALGOS.values()
+        ):
+            return float(value)
+        raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=key))
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
+    value = float(value)
+    if name in POSITIVE and value <= 0:
+        raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
+    if name == "wu_passes" and value < 0:
+        raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
+    if name == "efficiency" and not 0 < value <= 1:
+        raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
+    if name in ("gpus_per_node", "nics_per_node") and value != int(value):
+        raise InputError(f"must be a whole number, got {value:g}", where(origin, key=key))
+    return value
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    """A validated machine file. ``params`` holds the scalars of :data:`kernels.SCALAR_PARAMS`
+    except the inter-level ones, which are the per-level lists."""
+
+    name: str
+    params: dict[str, float]
+    inter_span_nodes: tuple[float, ...]
+    inter_alpha_s: tuple[float, ...]
+    inter_bandwidth_Bps: tuple[float, ...]
+    description: str = ""
+    source: str = ""
+    sources: tuple[str, ...] = ()
+    overrides: dict[str, float] = field(default_factory=dict)
+    #: strategy -> term (compute, allreduce, allgather, halo, p2p) -> multiplicative factor,
+    #: and per_iter_s, per_sample_s -> additive seconds (:func:`kernels.terms.scale_terms`)
+    overheads: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: machine whose measured per-sample times apply here, and its gpu_flops * efficiency
+    measured_as: str = ""
+    measured_rate_flops: float = 0.0
+
+    @property
+    def measured_key(self) -> str:
+        """The name models' measured per-sample times are keyed by: ``measured_as`` or the name."""
+        return self.measured_as or self.name
+
+    @property
+    def ref_rate_flops(self) -> float:
+        """The gpu_flops * efficiency measured times belong to: ``[measured] rate_flops``,
+        else the profile's own as written (before overrides)."""
+        if self.measured_rate_flops > 0:
+            return self.measured_rate_flops
+        return self.params["gpu_flops"] * self.params["efficiency"]
+
+    def with_overrides(self, values: Mapping[str, float | str], origin: str = "--set") -> MachineProfile:
+        """Validated overrides, applied in the kernels by :func:`kernels.with_params`."""
+        checked = {k: check_param(k, v, origin) for k, v in values.items()}
+        return replace(self, overrides={**self.overrides, **checked})
+
+    def pytree(self, dtype=np.float64) -> Machine:
+        """The kernels' machine, base values only (apply ``overrides`` with :func:`kernels.with_params`)."""
+        p = {k: np.asarray(v, dtype=dtype) for k, v in self.params.items()}
+        return Machine(
+            **p,
+            inter_span_nodes=np.asarray(self.inter_span_nodes, dtype=dtype),
+            inter_alpha_s=np.asarray(self.inter_alpha_s, dtype=dtype),
+            inter_bandwidth_Bps=np.asarray(self.inter_bandwidth_Bps, dtype=dtype),
+        )
+
+    def baked(self, values: Mapping[str, float] | None = None, **changes) -> MachineProfile:
+        """The profile with its overrides and ``values`` written into the base parameters.
+
+        ``inter_bandwidth_Bps`` sets every inter level; ``inter_alpha_s`` the
+        first, deeper levels keep their extra latency (as :func:`kernels.with_params`).
+        ``changes`` replace other fields (``name``, ``overheads``, ...).
+        """
+        merged = {**self.overrides, **(values or {})}
+        params = dict(self.params)
+        alphas, bws = self.inter_alpha_s, self.inter_bandwidth_Bps
+        for name, value in merged.items():
+            if name == "inter_bandwidth_Bps":
+                bws = tuple(float(value) for _ in bws)
+            elif name == "inter_alpha_s":
+                alphas = tuple(float(value) + (a - alphas[0]) for a in alphas)
+            else:
+                params[name] = float(value)
+        return replace(
+            self, params=params, inter_alpha_s=alphas, inter_bandwidth_Bps=bws, overrides={}, **changes
+        )
+
+    def value(self, name: str) -> float:
+        """Effective value of a scalar parameter (first inter level for the inter ones)."""
+        if name in self.overrides:
+            return self.overrides[name]
+        if name == "inter_alpha_s":
+            return self.inter_alpha_s[0]
+        if name == "inter_bandwidth_Bps":
+            return self.inter_bandwidth_Bps[0]
+        return self.params[name]
+
+    def describe(self) -> dict:
+        """A JSON-able description for Parquet metadata and ``sweep machines``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "params": self.params,
+            "inter": [
+                {"span_nodes": s, "alpha_s": a, "bandwidth_Bps": b}
+                for s, a, b in zip(
+                    self.inter_span_nodes, self.inter_alpha_s, self.inter_bandwidth_Bps, strict=True
+                )
+            ],
+            "overrides": self.overrides,
+            "overheads": self.overheads,
+            "measured": {"machine": self.measured_key, "rate_flops": self.ref_rate_flops},
+            "source": self.source,
+            "sources": list(self.sources),
+        }
+
+
+def parse_machine(doc: dict, origin: str) -> MachineProfile:
+    """Validate a parsed machine TOML document."""
+    known = set(TOP_KEYS) | {
+        "name",
+        "description",
+        "sources",
+        "allreduce_algo",
+        "intra",
+        "inter",
+        "overheads",
+        "measured",
+    }
+    for key in doc:
+        if key not in known:
+            raise InputError("unknown key", where(origin, key=key))
+    params: dict[str, float] = {}
+    for key, default in TOP_KEYS.items():
+        if key not in doc:
+            if default is None:
+                raise InputError("missing required key", where(origin, key=key))
+            params[key] = default
+        else:
+            params[key] = check_param(key, doc[key], origin)
+    params["allreduce_algo"] = check_param("allreduce_algo", doc.get("allreduce_algo", "ring"), origin)
+    intra = doc.get("intra")
+    if not isinstance(intra, dict):
+        raise InputError("missing [intra] table (alpha_s, bandwidth_Bps)", where(origin, key="intra"))
+    for key in intra:
+        if key not in ("alpha_s", "bandwidth_Bps"):
+            raise InputError("unknown key", where(origin, key=f"intra.{key}"))
+    for key in ("alpha_s", "bandwidth_Bps"):
+        if key not in intra:
+            raise InputError("missing required key", where(origin, key=f"intra.{key}"))
+        params[f"intra_{key}"] = check_param(f"intra_{key}", intra[key], origin, f"intra.{key}")
+    inter = doc.get("inter")
+    if not isinstance(inter, list) or not inter:
+        raise InputError("needs at least one [[inter]] level", where(origin, key="inter"))
+    spans, alphas, bws = [], [], []
+    for i, level in enumerate(inter):
+        last = i == len(inter) - 1
+        for key in level:
+            if key not in ("span_nodes", "alpha_s", "bandwidth_Bps"):
+                raise InputError("unknown key", where(origin, key=f"inter[{i}].{key}"))
+        for key in ("alpha_s", "bandwidth_Bps"):
+            if key not in level:
+                raise InputError("missing required key", where(origin, key=f"inter[{i}].{key}"))
+        alphas.append(check_param("inter_alpha_s", level["alpha_s"], origin, f"inter[{i}].alpha_s"))
+        bws.append(
+            check_param("inter_bandwidth_Bps", level["bandwidth_Bps"], origin, f"inter[{i}].bandwidth_Bps")
+        )
+        span = level.get("span_nodes")
+        if span is None:
+            if not last:
+                raise InputError(
+                    "only the last level may omit span_nodes", where(origin, key=f"inter[{i}].span_nodes")
+                )
+            spans.append(math.inf)
+        else:
+            if isinstance(span, bool) or not isinstance(span, int) or span < 1:
+                raise InputError("must be an integer >= 1", where(origin, key=f"inter[{i}].span_nodes"))
+            if spans and span <= spans[-1]:
+                raise InputError(
+                    "spans must increase from level to level", where(origin, key=f"inter[{i}].span_nodes")
+                )
+            spans.append(float(span) if not last else math.inf)  # the last level is unbounded
+    sources = doc.get("sources", [])
+    if isinstance(sources, str):
+        sources = [sources]
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise InputError("must be a list of strings", where(origin, key="sources"))
+    measured_as, measured_rate = parse_measured(doc.get("measured"), origin)
+    return MachineProfile(
+        overheads=parse_overheads(doc.get("overheads", {}), origin),
+        measured_as=measured_as,
+        measured_rate_flops=measured_rate,
+        sources=tuple(sources),
+        name=str(doc.get("name", Path(origin).stem)),
+        params=params,
+        inter_span_nodes=tuple(spans),
+        inter_alpha_s=tuple(alphas),
+        inter_bandwidth_Bps=tuple(bws),
+        description=str(doc.get("description", "")),
+        source=origin,
+    )
+
+
+def check_overhead(value, origin: str, key: str, additive: bool = False) -> float:
+    """An overhead: a finite number, > 0 for a factor, >= 0 for an additive term (seconds)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
+    if additive and value < 0:
+        raise InputError(f"must be >= 0 seconds, got {value:g}", where(origin, key=key))
+    if not additive and value <= 0:
+        raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
+    return float(value)
+
+
+def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
+    """``[overheads.<strategy>]`` tables: ``compute``, ``allreduce``, ``allgather``, ``halo``,
+    ``p2p`` factors > 0 on that strategy's terms, and ``per_iter_s``, ``per_sample_s``
+    additive seconds >= 0 (per iteration, per sample of ``b`` per iteration), applied by
+    :func:`kernels.terms.scale_terms`."""
+    if not isinstance(table, dict):
+        raise InputError("must be a table of [overheads.<strategy>] tables", where(origin, key="overheads"))
+    known = (*OVERHEAD_TERMS, *ADDITIVE_TERMS)
+    out: dict[str, dict[str, float]] = {}
+    for strategy, terms in table.items():
+        key = f"overheads.{strategy}"
+        if strategy not in STRATEGIES:
+            raise InputError(f"unknown strategy (known: {', '.join(STRATEGIES)})", where(origin, key=key))
+        if not isinstance(terms, dict):
+            raise InputError(
+                f"must be a table of {', '.join(OVERHEAD_TERMS)} = factor and "
+                f"{', '.join(ADDITIVE_TERMS)} = seconds",
+                where(origin, key=key),
+            )
+        out[strategy] = {}
+        for term, value in terms.items():
+            if term not in known:
+                raise InputError(
+                    f"unknown term (known: {', '.join(known)})", where(origin, key=f"{key}.{term}")
+                )
+            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}", term in ADDITIVE_TERMS)
+    return out
+
+
+def parse_measured(table, origin: str) -> tuple[str, float]:
+    """``[measured]``: ``machine`` whose measured per-sample times apply, and its ``rate_flops``.
+
+    A calibrated profile keeps the compute its base machine measured under its
+    own name (``sweep calibrate`` writes this table).
+    """
+    if table is None:
+        return "", 0.0
+    if not isinstance(table, dict):
+        raise InputError("must be a table (machine, rate_flops)", where(origin, key="measured"))
+    for key in table:
+        if key not in ("machine", "rate_flops"):
+            raise InputError("unknown key", where(origin, key=f"measured.{key}"))
+    name = table.get("machine")
+    if not isinstance(name, str) or not name:
+        raise InputError("must be a machine name", where(origin, key="measured.machine"))
+    if "rate_flops" not in table:
+        raise InputError("missing required key", where(origin, key="measured.rate_flops"))
+    return name, check_param("gpu_flops", table["rate_flops"], origin, "measured.rate_flops")
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    for digits in range(1, 18):  # the shortest text that reads back exactly: 7.8e+12, not 7800000000000.0
+        text = f"{value:.{digits}g}"
+        if float(text) == value:
+            return text
+    return repr(value)
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_value(key)
+
+
+def to_toml(profile: MachineProfile, comments: tuple[str, ...] = ()) -> str:
+    """A machine file for ``profile`` (its overrides written in), that :func:`parse_machine` reads back.
+
+    ``comments`` become ``#`` lines at the top.
+    """
+    if profile.overrides:
+        profile = profile.baked()
+    lines = [f"# {c}".rstrip() for c in comments]
+    lines.append(f"name = {_toml_value(profile.name)}")
+    if profile.description:
+        lines.append(f"description = {_toml_value(profile.description)}")
+    if profile.sources:
+        lines.append("sources = [" + ", ".join(_toml_value(x) for x in profile.sources) + "]")
+    for key in TOP_KEYS:
+        value = profile.params[key]
+        whole = key in ("gpus_per_node", "nics_per_node")
+        lines.append(f"{key} = {_toml_value(int(value) if whole else value)}")
+    algo = {code: name for name, code in ALLREDUCE_ALGOS.items()}[int(profile.params["allreduce_algo"])]
+    lines.append(f"allreduce_algo = {_toml_value(algo)}")
+    lines += [
+        "",
+        "[intra]",
+        f"alpha_s = {_toml_value(profile.params['intra_alpha_s'])}",
+        f"bandwidth_Bps = {_toml_value(profile.params['intra_bandwidth_Bps'])}",
+    ]
+    levels = zip(profile.inter_span_nodes, profile.inter_alpha_s, profile.inter_bandwidth_Bps, strict=True)
+    for span, alpha, bw in levels:
+        lines += ["", "[[inter]]"]
+        if math.isfinite(span):
+            lines.append(f"span_nodes = {int(span)}")
+        lines += [f"alpha_s = {_toml_value(alpha)}", f"bandwidth_Bps = {_toml_value(bw)}"]
+    if profile.measured_as or profile.measured_rate_flops:
+        lines += [
+            "",
+            "[measured]               # whose measured per-sample times apply, at what gpu_flops*efficiency",
+            f"machine = {_toml_value(profile.measured_key)}",
+            f"rate_flops = {_toml_value(profile.ref_rate_flops)}",
+        ]
+    for strategy, terms in profile.overheads.items():
+        if terms:
+            lines += ["", f"[overheads.{_toml_key(strategy)}]"]
+            lines += [f"{term} = {_toml_value(v)}" for term, v in terms.items()]
+    return "\n".join(lines) + "\n"
+
+
+def builtin_names() -> list[str]:
+    """Names of the built-in machine profiles."""
+    return sorted(p.stem for p in grids.MACHINES.glob("*.toml"))
+
+
+def load_machine(spec: str | Path, base: Path | None = None) -> MachineProfile:
+    """A built-in profile by name, or a ``.toml`` path."""
+    text = str(spec)
+    if text in builtin_names():
+        path = grids.MACHINES / f"{text}.toml"
+        return parse_machine(read_toml(path), text)
+    path = Path(text)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if path.suffix != ".toml":
+        raise InputError(
+            f"unknown machine '{text}': not a built-in ({', '.join(builtin_names())}) nor a .toml file"
+        )
+    return parse_machine(read_toml(path), str(path))

@@ -1,0 +1,255 @@
+"""Measured-run files: CSV tables of measured iteration times, read and checked row by row.
+
+One row per measured configuration (format in ``the README's Trust section``)::
+
+    model,strategy,p,b,p2,S,machine,iter_time_s[,iter_time_std_s,t_comp_s,t_comm_s,...]
+
+``model``, ``strategy``, ``p``, ``b`` and ``iter_time_s`` are required;
+``p2`` and ``S`` may be absent or empty (SPEC section 5 defaults: p2 =
+gpus_per_node for the hybrids, S = p for pipeline); ``machine`` may be absent
+when the caller names the machine for every row. Other columns are kept as
+text and ignored. ``b`` is samples per data-parallel replica, as everywhere.
+
+A bad row (unknown model or strategy, p not divisible by p2, a time <= 0, ...)
+is reported with its line number: collected in :attr:`Measurements.skipped`,
+or raised as an :class:`~sweep.errors.InputError` with ``strict=True``. A bad
+file (missing, no header, a required column missing, no usable row) is
+always an error.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernels import STRATEGIES
+from sweep.errors import InputError, where
+from sweep.inputs.configs import HYBRIDS, PIPELINE, Bound, default_p2
+from sweep.inputs.machines import MachineProfile, load_machine
+from sweep.inputs.models import load_model
+
+#: Columns every measured-run file must have.
+REQUIRED: tuple[str, ...] = ("model", "strategy", "p", "b", "iter_time_s")
+#: Columns read when present; any other column is kept as text and ignored.
+OPTIONAL: tuple[str, ...] = ("p2", "S", "machine", "iter_time_std_s", "t_comp_s", "t_comm_s")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured configuration, checked; ``p2`` and ``S`` resolved to the values evaluated."""
+
+    line: int
+    model: str
+    strategy: str
+    machine: str
+    p: int
+    b: int
+    p2: int
+    S: int
+    iter_time_s: float
+    iter_time_std_s: float | None = None
+    t_comp_s: float | None = None
+    t_comm_s: float | None = None
+    fields: dict[str, str] = field(default_factory=dict, compare=False)  # every column as written
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A row left out, with its line number and why."""
+
+    line: int
+    reason: str
+
+
+@dataclass
+class Measurements:
+    """A checked measured-run file: usable runs, skipped rows, and what they refer to."""
+
+    path: str
+    columns: tuple[str, ...]
+    runs: list[Run]
+    skipped: list[Skipped]
+    bounds: dict[tuple[str, str], Bound]  # (machine key, model name) -> bound model
+    machine_of: dict[str, str]  # CSV machine name -> machine key of ``bounds``
+
+    def bound(self, run: Run) -> Bound:
+        """The model of ``run`` bound to the machine it is predicted on."""
+        return self.bounds[(self.machine_of[run.machine], run.model)]
+
+    def messages(self) -> list[str]:
+        """``FILE:LINE: reason`` for every skipped row."""
+        return [f"{where(self.path, s.line)}: {s.reason}" for s in self.skipped]
+
+    def subset(self, keep: list[int]) -> Measurements:
+        """The same file restricted to the runs at positions ``keep``."""
+        return Measurements(
+            self.path,
+            self.columns,
+            [self.runs[i] for i in keep],
+            [],
+            self.bounds,
+            self.machine_of,
+        )
+
+
+class _Bad(Exception):
+    """A bad row; carries the reason."""
+
+
+def _whole(text: str, name: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _Bad(f"{name} must be a whole number >= 1, got '{text}'") from None
+    if not math.isfinite(value) or value != int(value) or value < 1:
+        raise _Bad(f"{name} must be a whole number >= 1, got '{text}'")
+    return int(value)
+
+
+def _seconds(text: str, name: str, positive: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _Bad(f"{name} must be a number of seconds, got '{text}'") from None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise _Bad(f"{name} must be {'> 0' if positive else '>= 0'}, got '{text}'")
+    return value
+
+
+def read_measurements(
+    path: str | Path,
+    *,
+    machine: MachineProfile | None = None,
+    strict: bool = False,
+) -> Measurements:
+    """Read and check a measured-run CSV file.
+
+    ``machine`` predicts every row on that profile (the ``machine`` column, if
+    any, is then kept but not used); without it each row's ``machine`` names a
+    built-in profile or a ``.toml`` path (relative to the CSV's folder).
+    ``strict`` turns the first bad row into an :class:`InputError`; otherwise
+    bad rows are collected in ``skipped`` with their line numbers.
+    """
+    path = Path(path)
+    try:
+        # utf-8-sig: a spreadsheet's CSV export often starts with a byte-order mark
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise InputError("no such file", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read: not UTF-8 text (byte {err.start})", str(path)) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", str(path)) from None
+    reader = csv.reader(text.splitlines(keepends=True))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise InputError("empty file: expected a header line", str(path)) from None
+    except csv.Error as err:
+        raise InputError(f"malformed CSV: {err}", where(path, 1)) from None
+    columns = tuple(h.strip() for h in header)
+    dupes = sorted({c for c in columns if columns.count(c) > 1})
+    if dupes:
+        raise InputError(f"column '{dupes[0]}' appears twice in the header", where(path, 1))
+    for name in REQUIRED:
+        if name not in columns:
+            raise InputError(f"missing column '{name}' (required: {', '.join(REQUIRED)})", where(path, 1))
+    if machine is None and "machine" not in columns:
+        raise InputError("no 'machine' column: name the machine of every row (--machine)", where(path, 1))
+
+    models: dict[str, object] = {}  # name -> Model or the InputError text
+    profiles: dict[str, object] = {}
+    bounds: dict[tuple[str, str], Bound] = {}
+    machine_of: dict[str, str] = {}
+    runs: list[Run] = []
+    skipped: list[Skipped] = []
+
+    def load_once(cache: dict[str, object], name: str, load):
+        """``load(name)`` once per name; a failure is remembered as its message and raised as a bad row."""
+        if name not in cache:
+            try:
+                cache[name] = load(name, base=path.parent)
+            except InputError as err:
+                cache[name] = str(err)
+        return cache[name]
+
+    def profile_of(name: str) -> MachineProfile:
+        if machine is not None:
+            return machine
+        found = load_once(profiles, name, load_machine)
+        if isinstance(found, str):
+            raise _Bad(f"machine '{name}': {found}")
+        assert isinstance(found, MachineProfile)
+        return found
+
+    def model_of(name: str):
+        found = load_once(models, name, load_model)
+        if isinstance(found, str):
+            raise _Bad(found if found.startswith("unknown model") else f"model '{name}': {found}")
+        return found
+
+    def check(values: dict[str, str], line: int) -> Run:
+        model_name = values["model"]
+        if not model_name:
+            raise _Bad("empty model")
+        strategy = values["strategy"]
+        if strategy not in STRATEGIES:
+            raise _Bad(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+        model = model_of(model_name)
+        machine_name = values.get("machine", "")
+        if machine is None and not machine_name:
+            raise _Bad("empty machine")
+        profile = profile_of(machine_name)
+        p = _whole(values["p"], "p")
+        b = _whole(values["b"], "b")
+        p2_text, s_text = values.get("p2", ""), values.get("S", "")
+        if strategy in HYBRIDS:
+            p2 = _whole(p2_text, "p2") if p2_text else default_p2(profile)
+            if p < p2 or p % p2:
+                raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
+        else:  # the strategy's own value (SPEC section 6); a p2 column is not used
+            if p2_text:
+                _whole(p2_text, "p2")
+            p2 = 1 if strategy in ("serial", "data") else p
+        S = (_whole(s_text, "S") if s_text else p) if strategy == PIPELINE else 1
+        if s_text and strategy != PIPELINE:
+            _whole(s_text, "S")
+        if strategy == "serial" and p != 1:
+            raise _Bad(f"serial needs p = 1, got {p}")
+        time = _seconds(values["iter_time_s"], "iter_time_s", positive=True)
+        extra = {
+            name: _seconds(values[name], name, positive=False) if values.get(name) else None
+            for name in ("iter_time_std_s", "t_comp_s", "t_comm_s")
+        }
+        key = profile.source or profile.name
+        machine_of[machine_name] = key
+        if (key, model_name) not in bounds:
+            bounds[(key, model_name)] = Bound.of(model, profile)  # type: ignore[arg-type]
+        return Run(line, model_name, strategy, machine_name, p, b, p2, S, time, **extra, fields=values)
+
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            raise InputError(f"malformed CSV: {err}", where(path, reader.line_num)) from None
+        line = reader.line_num
+        if not record or all(not cell.strip() for cell in record):
+            continue
+        try:
+            if len(record) != len(columns):
+                raise _Bad(f"expected {len(columns)} fields like the header, got {len(record)}")
+            run = check(dict(zip(columns, (c.strip() for c in record), strict=True)), line)
+        except _Bad as bad:
+            if strict:
+                raise InputError(str(bad), where(path, line)) from None
+            skipped.append(Skipped(line, str(bad)))
+            continue
+        runs.append(run)
+    if not runs:
+        raise InputError(f"no usable rows ({len(skipped)} skipped)", str(path))
+    return Measurements(str(path), columns, runs, skipped, bounds, machine_of)

@@ -1,0 +1,326 @@
+"""Networks: the layer list, ParaDL ``.net``/``.lc`` import, model TOML files (SPEC section 5).
+
+A :class:`Model` is a plain list of :class:`Layer` shapes plus the data set
+size and measured per-sample times keyed by machine name. :func:`bind` turns
+it into the kernels' :class:`~kernels.Net` for one machine. Built-in models are
+generated from their architecture in :mod:`sweep.inputs.architectures`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+import warnings
+from pathlib import Path
+
+from kernels import ACTIVE_FAMILIES, KINDS
+from sweep.errors import InputError, where
+from sweep.inputs import architectures
+from sweep.inputs.layers import Layer, Model
+
+#: ParaDL ``.net`` NAME prefixes to layer kinds (SPEC section 5), longest first.
+NET_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("DROPOUT", "dropout"),
+    ("MPOOL", "pool_max"),
+    ("APOOL", "pool_avg"),
+    ("BNORM", "bnorm"),
+    ("CONV", "conv"),
+    ("RELU", "relu"),
+    ("ADD", "add"),
+    ("FC", "fc"),
+)
+#: The machine ParaDL's profiled ``.net`` times were measured on.
+PARADL_MACHINE = "abci"
+
+
+def _dims(text: str, path, line: int, what: str) -> tuple[int, ...]:
+    parts = text.strip().split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        raise InputError(
+            f"{what} '{text.strip()}' is not a list of integers like 64x56x56", where(path, line)
+        ) from None
+    if any(d < 0 for d in dims):
+        raise InputError(f"{what} '{text.strip()}' has a negative dimension", where(path, line))
+    return dims
+
+
+def _kind_of(name: str, path, line: int) -> str:
+    upper = name.upper()
+    for prefix, kind in NET_PREFIXES:
+        if upper.startswith(prefix):
+            return kind
+    known = ", ".join(p for p, _ in NET_PREFIXES)
+    raise InputError(f"layer name '{name}' has no known kind prefix ({known})", where(path, line))
+
+
+def _check_layer(layer: Layer, path, line: int) -> None:
+    """Structural checks shared by ``.net`` and TOML layers."""
+    spatial = len(layer.x) - 1
+    if not 1 <= spatial <= 3:
+        raise InputError(f"input shape of '{layer.name}' needs 1 to 3 spatial extents", where(path, line))
+    if len(layer.y) != len(layer.x) or len(layer.w) != len(layer.x) + 1:
+        raise InputError(
+            f"layer '{layer.name}' shapes disagree in rank: x has {len(layer.x)} dims, "
+            f"w {len(layer.w)} (expected {len(layer.x) + 1}), y {len(layer.y)}",
+            where(path, line),
+        )
+    if min(layer.x) < 1 or min(layer.y) < 1:
+        raise InputError(f"layer '{layer.name}' has a zero extent in x or y", where(path, line))
+
+
+def _read_text(path: Path, what: str) -> str:
+    """A text file as UTF-8 (a byte-order mark, as some Windows editors write, is skipped)."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise InputError(f"cannot read {what}: {err.strerror}", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read {what}: not UTF-8 text (byte {err.start})", str(path)) from None
+
+
+def parse_net(path: str | Path) -> Model:
+    """Read a ParaDL ``.net`` or ``.net_sc`` file (SPEC section 5), every layer active.
+
+    Shapes that do not chain (a layer's x differs from the previous y in
+    element count) draw a warning, not an error: ParaDL's files have such typos.
+    """
+    path = Path(path)
+    text = _read_text(path, "model file")
+    dataset, dataset_samples, name = "", None, path.stem
+    layers: list[Layer] = []
+    lines: list[int] = []
+    measured = 0.0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        fields = [f.strip() for f in stripped.split("|")]
+        head = fields[0]
+        if head == "Dataset":
+            dataset = fields[1] if len(fields) > 1 else ""
+            continue
+        if head == "Input":
+            if len(fields) != 2:
+                raise InputError("expected 'Input|DxCxHxW'", where(path, number))
+            dims = _dims(fields[1], path, number, "input")
+            if len(dims) < 3 or dims[0] < 1:
+                raise InputError("expected 'Input|DxCxHxW[xD]' with D >= 1 samples", where(path, number))
+            dataset_samples = dims[0]
+            continue
+        if head == "Model":
+            name = fields[1] if len(fields) > 1 else name
+            continue
+        if len(fields) not in (4, 5):
+            raise InputError(
+                f"expected 4 or 5 '|'-separated fields (NAME|x|w|y[|time]), got {len(fields)}",
+                where(path, number),
+            )
+        kind = _kind_of(head, path, number)
+        layer = Layer(
+            name=head,
+            kind=kind,
+            x=_dims(fields[1], path, number, "input shape"),
+            w=_dims(fields[2], path, number, "weight shape"),
+            y=_dims(fields[3], path, number, "output shape"),
+        )
+        _check_layer(layer, path, number)
+        if len(fields) == 5 and fields[4]:
+            try:
+                t = float(fields[4])
+            except ValueError:
+                raise InputError(
+                    f"measured time '{fields[4]}' is not a number", where(path, number)
+                ) from None
+            if t < 0 or not math.isfinite(t):
+                raise InputError(f"measured time '{fields[4]}' must be >= 0", where(path, number))
+            if not layers and t > 0:
+                measured = t
+        layers.append(layer)
+        lines.append(number)
+    if dataset_samples is None:
+        raise InputError("no 'Input|DxCxHxW' line: the data set size is unknown", str(path))
+    if not layers:
+        raise InputError("no layers", str(path))
+    for prev, cur, number in zip(layers, layers[1:], lines[1:], strict=False):
+        if math.prod(prev.y) != math.prod(cur.x):
+            warnings.warn(
+                f"{path}:{number}: input of '{cur.name}' {'x'.join(map(str, cur.x))} does not "
+                f"match the previous output {'x'.join(map(str, prev.y))}",
+                stacklevel=2,
+            )
+    all_active = {family: True for family in ACTIVE_FAMILIES}
+    return Model(
+        name=name,
+        dataset_samples=dataset_samples,
+        dataset=dataset,
+        layers=[Layer(lay.name, lay.kind, lay.x, lay.w, lay.y, dict(all_active)) for lay in layers],
+        measured_s={PARADL_MACHINE: measured} if measured > 0 else {},
+        source=str(path),
+    )
+
+
+def apply_lc(model: Model, path: str | Path) -> Model:
+    """Apply a ParaDL ``.lc`` file: one line per layer, ``[index] NAME |flag`` (SPEC section 4).
+
+    The flags replace the active sets of every strategy family. The line
+    count and names must match the model's layers.
+    """
+    path = Path(path)
+    text = _read_text(path, "layer-config file")
+    entries = [(n, raw.strip()) for n, raw in enumerate(text.splitlines(), start=1) if raw.strip()]
+    if len(entries) != len(model.layers):
+        raise InputError(
+            f"has {len(entries)} layer lines but model '{model.name}' has {len(model.layers)} layers",
+            str(path),
+        )
+    layers = []
+    for (number, line), layer in zip(entries, model.layers, strict=True):
+        left, sep, flag = line.rpartition("|")
+        if not sep or flag.strip() not in ("0", "1"):
+            raise InputError("expected '[index] NAME |0' or '|1'", where(path, number))
+        name = left.split()[-1] if left.split() else ""
+        if name != layer.name:
+            raise InputError(
+                f"layer name '{name}' does not match the model's '{layer.name}'", where(path, number)
+            )
+        on = flag.strip() == "1"
+        layers.append(
+            Layer(layer.name, layer.kind, layer.x, layer.w, layer.y, dict.fromkeys(ACTIVE_FAMILIES, on))
+        )
+    return Model(
+        name=model.name,
+        dataset_samples=model.dataset_samples,
+        layers=layers,
+        dataset=model.dataset,
+        measured_s=dict(model.measured_s),
+        source=f"{model.source} + {path}",
+    )
+
+
+def _toml_dims(value, path, key: str) -> tuple[int, ...]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise InputError("must be a non-empty list of integers", where(path, key=key))
+    if any(v < 0 for v in value):
+        raise InputError("has a negative dimension", where(path, key=key))
+    return tuple(value)
+
+
+def load_model_toml(path: str | Path) -> Model:
+    """Read a model TOML file (SPEC section 5; format in README "Model files")."""
+    path = Path(path)
+    doc = read_toml(path)
+    head = doc.get("model")
+    if not isinstance(head, dict):
+        raise InputError("missing [model] table", str(path))
+    unknown = set(head) - {"name", "dataset", "dataset_samples", "input", "measured_s", "source", "notes"}
+    if unknown:
+        raise InputError("unknown key", where(path, key=f"model.{sorted(unknown)[0]}"))
+    samples = head.get("dataset_samples")
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
+        raise InputError("must be an integer >= 1", where(path, key="model.dataset_samples"))
+    measured = head.get("measured_s", {})
+    if not isinstance(measured, dict):
+        raise InputError(
+            "must be a table of machine = seconds per sample", where(path, key="model.measured_s")
+        )
+    for machine, t in measured.items():
+        if not isinstance(t, int | float) or isinstance(t, bool) or not t > 0:
+            raise InputError("must be a number > 0", where(path, key=f"model.measured_s.{machine}"))
+    raw_layers = doc.get("layer")
+    if not isinstance(raw_layers, list) or not raw_layers:
+        raise InputError("no [[layer]] tables", str(path))
+    layers = []
+    for i, raw in enumerate(raw_layers):
+        key = f"layer[{i}]"
+        unknown = set(raw) - {"name", "kind", "x", "w", "y", "active"}
+        if unknown:
+            raise InputError("unknown key", where(path, key=f"{key}.{sorted(unknown)[0]}"))
+        kind = raw.get("kind")
+        if kind not in KINDS:
+            raise InputError(f"kind must be one of {', '.join(KINDS)}", where(path, key=f"{key}.kind"))
+        active = raw.get("active", {})
+        if isinstance(active, bool):
+            active = dict.fromkeys(ACTIVE_FAMILIES, active)
+        if not isinstance(active, dict) or any(
+            k not in ACTIVE_FAMILIES or not isinstance(v, bool) for k, v in active.items()
+        ):
+            raise InputError(
+                f"must be true/false or a table of {', '.join(ACTIVE_FAMILIES)} = true/false",
+                where(path, key=f"{key}.active"),
+            )
+        layer = Layer(
+            name=str(raw.get("name", f"{kind}{i}")),
+            kind=kind,
+            x=_toml_dims(raw.get("x"), path, f"{key}.x"),
+            w=_toml_dims(raw.get("w"), path, f"{key}.w"),
+            y=_toml_dims(raw.get("y"), path, f"{key}.y"),
+            active=active,
+        )
+        try:
+            _check_layer(layer, "", 0)
+        except InputError as err:
+            raise InputError(str(err).split(": ", 1)[-1], where(path, key=key)) from None
+        layers.append(layer)
+    return Model(
+        name=str(head.get("name", path.stem)),
+        dataset_samples=samples,
+        dataset=str(head.get("dataset", "")),
+        layers=layers,
+        measured_s={k: float(v) for k, v in measured.items()},
+        source=str(head.get("source", path)),
+        notes=str(head.get("notes", "")),
+    )
+
+
+def read_toml(path: Path) -> dict:
+    """Parse a TOML file; a missing file or bad syntax is an :class:`InputError` with the line."""
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig"))  # a byte-order mark is skipped
+    except FileNotFoundError:
+        raise InputError("no such file", str(path)) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", str(path)) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read: not UTF-8 text (byte {err.start})", str(path)) from None
+    except tomllib.TOMLDecodeError as err:
+        line = getattr(err, "lineno", None)
+        msg = getattr(err, "msg", str(err))
+        found = re.search(r"\(at line (\d+), column \d+\)", msg)
+        if line is None and found:  # Python 3.11 puts the position in the text only
+            line = int(found.group(1))
+            msg = msg[: found.start()].strip()
+        raise InputError(f"malformed TOML: {msg}", where(path, line)) from None
+
+
+def load_model(spec: str | Path, lc: str | Path | None = None, base: Path | None = None) -> Model:
+    """A built-in model by name, or a ``.toml``, ``.net`` or ``.net_sc`` path (with an optional ``.lc``)."""
+
+    text = str(spec)
+    if text in architectures.BUILTIN:
+        model = architectures.BUILTIN[text]()
+    else:
+        path = Path(text)
+        if base is not None and not path.is_absolute():
+            path = base / path
+        if path.suffix == ".toml":
+            model = load_model_toml(path)
+        elif path.suffix.startswith(".net"):  # .net, .net_sc, and variants like .net_256
+            model = parse_net(path)
+        else:
+            names = ", ".join(architectures.BUILTIN)
+            raise InputError(
+                f"unknown model '{text}': not a built-in ({names}) nor a .toml/.net/.net_sc file"
+            )
+    if lc is not None:
+        lc_path = Path(lc)
+        if base is not None and not lc_path.is_absolute():
+            lc_path = base / lc_path
+        model = apply_lc(model, lc_path)
+    return model

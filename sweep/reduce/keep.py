@@ -1,0 +1,75 @@
+"""The in-stream reduction a run keeps (``--keep``), and what a chunk hands the host for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from sweep.errors import InputError
+
+#: The most rows --keep top:K may keep: they stay in memory (about 100 bytes each, three
+#: times that while a reduction sorts them), unlike a Pareto front, which spills to disk.
+MAX_TOP_K = 1 << 20
+
+
+@dataclass(frozen=True)
+class Keep:
+    """An in-stream reduction: ``pareto`` over minimised columns, or ``top`` K by one column."""
+
+    kind: str  # "all", "pareto", "top"
+    columns: tuple[str, ...] = ()
+    k: int = 0
+
+    @property
+    def reduces(self) -> bool:
+        return self.kind != "all"
+
+    def describe(self) -> str:
+        if self.kind == "pareto":
+            return "pareto:" + ",".join(self.columns)
+        if self.kind == "top":
+            return f"top:{self.k}:{self.columns[0]}"
+        return "all"
+
+
+class Survivors(NamedTuple):
+    """A reducing chunk's candidate rows on the host; ``local`` are their offsets in the chunk."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    limit: np.ndarray
+    local: np.ndarray
+
+
+def parse_keep(text: str | None, columns: tuple[str, ...]) -> Keep:
+    """``pareto:COL,COL[,...]`` or ``top:K:COL``; columns must be float result columns."""
+    if not text or text == "all":
+        return Keep("all")
+    kind, _, rest = text.partition(":")
+    if kind == "pareto":
+        cols = tuple(c.strip() for c in rest.split(",") if c.strip())
+        if len(cols) < 1:
+            raise InputError("--keep pareto needs columns, e.g. pareto:t_epoch_s,p")
+        keep = Keep("pareto", cols)
+    elif kind == "top":
+        k_text, _, col = rest.partition(":")
+        try:
+            k = int(k_text)
+        except ValueError:
+            raise InputError(f"--keep top:K:COL needs an integer K, got '{k_text}'") from None
+        if k < 1 or not col:
+            raise InputError("--keep top:K:COL needs K >= 1 and a column")
+        if k > MAX_TOP_K:
+            raise InputError(
+                f"--keep top:K:COL holds K rows in memory: K must be <= {MAX_TOP_K:,}, got {k:,}"
+                " (for more, write the rows, e.g. with --only-feasible, and query them with sweep top)"
+            )
+        keep = Keep("top", (col.strip(),), k)
+    else:
+        raise InputError(f"--keep must be all, pareto:COLS or top:K:COL, got '{text}'")
+    for c in keep.columns:
+        if c not in columns:
+            raise InputError(f"--keep: unknown or non-numeric column '{c}' (known: {', '.join(columns)})")
+    return keep
