@@ -1,4 +1,4 @@
-"""Pure JAX cost equations of the ParaDL oracle (SPEC sections 1-4). No I/O here."""
+"""Pure JAX cost equations of the ParaDL oracle (docs/model.md). No I/O here."""
 
 from kernels.collectives import ALLREDUCE_ALGOS
 from kernels.machine import SCALAR_PARAMS, Link, Machine, with_params
