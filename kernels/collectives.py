@@ -1,4 +1,4 @@
-"""Collective-communication costs in the alpha-beta model (SPEC section 2).
+"""Collective-communication costs in the alpha-beta model (docs/model.md §7).
 
 Every function takes the TOTAL message size ``m`` in bytes (the whole buffer
 being reduced or gathered), a group size ``p``, the per-message latency
@@ -20,17 +20,17 @@ ALLREDUCE_ALGOS = {"ring": RING, "tree": TREE, "auto": AUTO, "hierarchical": HIE
 
 
 def p2p_s(msg_bytes, alpha_s, beta_s_per_byte):
-    """Point-to-point message, SPEC section 2: ``alpha + m*beta``."""
+    """Point-to-point message, docs/model.md §7: ``alpha + m*beta``."""
     return alpha_s + msg_bytes * beta_s_per_byte
 
 
 def ring_allreduce_s(p, msg_bytes, alpha_s, beta_s_per_byte):
-    """Ring allreduce, SPEC section 2: ``2(p-1)(alpha + (m/p)*beta)``; 0 for p = 1."""
+    """Ring allreduce, docs/model.md §7: ``2(p-1)(alpha + (m/p)*beta)``; 0 for p = 1."""
     return 2.0 * (p - 1) * (alpha_s + msg_bytes * beta_s_per_byte / p)
 
 
 def ring_allgather_s(p, msg_bytes, alpha_s, beta_s_per_byte):
-    """Ring allgather (and reduce-scatter), SPEC section 2: ``(p-1)(alpha + (m/p)*beta)``."""
+    """Ring allgather (and reduce-scatter), docs/model.md §7: ``(p-1)(alpha + (m/p)*beta)``."""
     return (p - 1) * (alpha_s + msg_bytes * beta_s_per_byte / p)
 
 
@@ -38,12 +38,12 @@ ring_reduce_scatter_s = ring_allgather_s
 
 
 def tree_allreduce_s(p, msg_bytes, alpha_s, beta_s_per_byte):
-    """Binary-tree allreduce, SPEC section 2 (beyond the paper): ``log2(p)(alpha + m*beta)``."""
+    """Binary-tree allreduce, docs/model.md §7 (beyond the paper): ``log2(p)(alpha + m*beta)``."""
     return jnp.log2(jnp.maximum(p, 1)) * (alpha_s + msg_bytes * beta_s_per_byte)
 
 
 def hierarchical_allreduce_s(p, g, msg_bytes, intra_alpha_s, intra_beta, inter_alpha_s, inter_beta):
-    """Hierarchical allreduce, SPEC section 2 (beyond the paper).
+    """Hierarchical allreduce, docs/model.md §7 (beyond the paper).
 
     Intra-node ring reduce-scatter over ``g`` GPUs, inter-node ring allreduce
     of ``m/g`` bytes over ``p/g`` nodes, intra-node ring allgather. ``g`` is
@@ -63,7 +63,7 @@ def allreduce_s(algo, p, msg_bytes, alpha_s, beta_s_per_byte):
     """Allreduce by algorithm code: ring, tree, or ``auto`` (the cheaper of the two).
 
     ``HIERARCHICAL`` needs the topology and is resolved by
-    :func:`kernels.topology.gradient_allreduce_s`; here it falls back to ring.
+    :func:`kernels.machine.gradient_allreduce_s`; here it falls back to ring.
     """
     ring = ring_allreduce_s(p, msg_bytes, alpha_s, beta_s_per_byte)
     tree = tree_allreduce_s(p, msg_bytes, alpha_s, beta_s_per_byte)

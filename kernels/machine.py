@@ -1,4 +1,4 @@
-"""The machine as a pytree of scalars and topology lookups (SPEC section 3).
+"""The machine as a pytree of scalars and topology lookups (docs/model.md §8).
 
 A :class:`Machine` holds SI-unit scalars (``gpu_flops``, ``inter_bandwidth_Bps``
 ...) and the inter-node levels as short arrays. Every field may be a traced
@@ -16,7 +16,7 @@ from kernels._types import Array
 
 
 class Machine(NamedTuple):
-    """Machine parameters, SI units (SPEC section 3). Levels are arrays of length L."""
+    """Machine parameters, SI units (docs/model.md §8). Levels are arrays of length L."""
 
     gpu_flops: Array
     efficiency: Array
@@ -35,7 +35,7 @@ class Machine(NamedTuple):
 
 
 def with_params(machine: Machine, **values) -> Machine:
-    """Override scalar parameters, traceably (SPEC section 3).
+    """Override scalar parameters, traceably (docs/model.md §8).
 
     ``inter_bandwidth_Bps`` sets every inter level; ``inter_alpha_s`` sets the
     first level and deeper levels keep their extra latency over it.
@@ -66,7 +66,7 @@ def nodes_spanned(machine: Machine, n):
 
 
 def inter_level(machine: Machine, nodes):
-    """Index of the first inter level whose ``span_nodes`` >= ``nodes`` (SPEC section 3)."""
+    """Index of the first inter level whose ``span_nodes`` >= ``nodes`` (docs/model.md §8)."""
     too_small = (machine.inter_span_nodes < nodes).astype(jnp.int32)
     return jnp.minimum(jnp.sum(too_small), machine.inter_span_nodes.shape[-1] - 1)
 
@@ -79,7 +79,7 @@ def first_inter_link(machine: Machine, bandwidth_share=1.0) -> Link:
 def link(machine: Machine, n, bandwidth_share=1.0) -> Link:
     """Link of a contiguous group of ``n`` GPUs: intra inside one node, else its level.
 
-    ``bandwidth_share`` divides the inter-node bandwidth (NIC sharing, SPEC section 3);
+    ``bandwidth_share`` divides the inter-node bandwidth (NIC sharing, docs/model.md §8);
     it does not touch the intra link.
     """
     level = inter_level(machine, nodes_spanned(machine, n))
@@ -99,7 +99,7 @@ def nic_share(machine: Machine, talkers_per_node):
 
 
 def gradient_allreduce_s(machine: Machine, p, msg_bytes, lk: Link):
-    """Gradient allreduce over ``p`` GPUs with the machine's algorithm (SPEC section 2).
+    """Gradient allreduce over ``p`` GPUs with the machine's algorithm (docs/model.md §7).
 
     Ring (default, the paper's), tree, auto (cheaper of ring and tree) use the
     group's link ``lk``; hierarchical reduces inside nodes on the intra link

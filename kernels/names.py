@@ -1,7 +1,8 @@
 """Names the kernels define that code outside them needs without importing JAX: the limit
 reasons of a configuration, the machine's scalar parameters, and the strategies."""
 
-#: Reasons a configuration is infeasible, by code (0: feasible).
+#: Reasons a configuration is infeasible: ``Cost.limit`` codes index this tuple (docs/model.md §11;
+#: column ``limit_reason``), 0 feasible.
 LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch")
 OK, MEMORY, MAX_P, BATCH = 0, 1, 2, 3
 

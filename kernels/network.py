@@ -1,4 +1,4 @@
-"""A network as a pytree of per-layer sums and lookup tables (SPEC sections 1 and 4).
+"""A network as a pytree of per-layer sums and lookup tables (docs/model.md §3, §9, §10).
 
 :func:`build_net` turns per-layer shapes into everything the strategy kernels
 need, precomputed once per network so that a kernel call is O(1):
@@ -57,7 +57,7 @@ class LayerArrays(NamedTuple):
 
 
 class SplitSums(NamedTuple):
-    """Sums over the active layers of filter or channel parallelism (SPEC section 4)."""
+    """Sums over the active layers of filter or channel parallelism (docs/model.md §9)."""
 
     flops: Array  # training FLOPs per sample of active layers
     w_elems: Array  # weights of active layers
@@ -99,7 +99,7 @@ class PipelineTable(NamedTuple):
 
 
 class Net(NamedTuple):
-    """Everything a strategy kernel needs about one network (SPEC section 4)."""
+    """Everything a strategy kernel needs about one network (docs/model.md §9, §10)."""
 
     dataset_samples: Array
     n_layers: Array
@@ -115,7 +115,7 @@ class Net(NamedTuple):
 
 
 def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Forward FLOPs per sample and layer, SPEC section 1.
+    """Forward FLOPs per sample and layer, docs/model.md §3.
 
     conv ``2 C F prod(K) prod(Y)``; fc ``2 C F prod(K)``; pooling
     ``C prod(K) prod(Y)`` with C = x[0]; relu, add, dropout ``|y|``; bnorm ``4|x|``.
@@ -138,7 +138,7 @@ def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray)
 
 
 def default_active(kind: np.ndarray) -> np.ndarray:
-    """Default filter and channel masks, SPEC section 4: conv and fc; channel skips layer 0."""
+    """Default filter and channel masks, docs/model.md §9: conv and fc; channel skips layer 0."""
     names = np.array(KINDS)[kind]
     filt = np.isin(names, ["conv", "fc"])
     chan = filt.copy()
@@ -160,7 +160,7 @@ def _split_sums(active, flops, w_elems, y_elems, split_channels) -> SplitSums:
 
 
 def halo_elems(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Halo faces per sample along the first spatial dimension, SPEC section 4 (spatial a).
+    """Halo faces per sample along the first spatial dimension, docs/model.md §9.
 
     ``h = floor((K1 - 1)/2)`` with K1 = w[2]; ``halo_x = C h prod(x[2:])``,
     ``halo_dy = F h prod(y[2:])`` with C = x[0], F = y[0] (equal to the weight
@@ -216,7 +216,7 @@ def contiguous_sums(cost: np.ndarray) -> np.ndarray:
 
 
 def minmax_partition(cost: np.ndarray, p: int, candidates: np.ndarray | None = None) -> list[int]:
-    """Exact min-max contiguous partition of ``cost`` into ``p`` groups (SPEC section 4).
+    """Exact min-max contiguous partition of ``cost`` into ``p`` groups (docs/model.md §10.4).
 
     Finds the smallest largest-group sum t* (binary search over the sums of
     contiguous runs, greedy feasibility check), then builds groups from the
@@ -317,7 +317,7 @@ def build_net(
     t_measured_s: float = 0.0,
     ref_rate_flops: float = 1.0,
 ) -> Net:
-    """Precompute a :class:`Net` from per-layer shapes (SPEC sections 1 and 4).
+    """Precompute a :class:`Net` from per-layer shapes (docs/model.md §3, §9, §10).
 
     ``t_measured_s`` is the network's measured per-sample training time on a
     machine whose ``gpu_flops * efficiency`` is ``ref_rate_flops``; 0 means
@@ -351,7 +351,7 @@ def build_net(
 
 
 def _channel_split(x: np.ndarray) -> np.ndarray:
-    """Channel counts limiting channel parallelism: x[0], the first layer excepted (SPEC 4)."""
+    """Channel counts limiting channel parallelism: x[0], the first layer excepted (docs/model.md §9)."""
     chans = x[:, 0].copy()
     chans[0] = np.inf
     return chans

@@ -1,4 +1,4 @@
-"""Configuration, result type, and the compute and memory terms (SPEC sections 1 and 4).
+"""Configuration, result type, and the compute and memory terms (docs/model.md §3-§6, §11-§13).
 
 The strategy modules compose these with :mod:`kernels.collectives` and
 :mod:`kernels.machine`; no formula is written twice.
@@ -15,8 +15,6 @@ from kernels.machine import Machine
 from kernels.names import BATCH, MAX_P, MEMORY, OK
 from kernels.network import Net
 
-#: ``Cost.limit`` codes, index into this tuple (SPEC section 6, column ``limit``).
-
 
 class Config(NamedTuple):
     """One configuration: GPUs p, samples per data-parallel replica b, group size p2, micro-batches S."""
@@ -28,7 +26,7 @@ class Config(NamedTuple):
 
 
 class Cost(NamedTuple):
-    """Per-epoch cost of one configuration (SPEC section 4). One field = one column."""
+    """Per-epoch cost of one configuration (docs/model.md §10). One field = one column."""
 
     p: Array
     p1: Array
@@ -47,7 +45,7 @@ class Cost(NamedTuple):
 
 
 class Derived(NamedTuple):
-    """Columns that follow from a :class:`Cost` (SPEC section 6)."""
+    """Columns that follow from a :class:`Cost` (docs/model.md §12)."""
 
     t_comm_s: Array
     t_epoch_s: Array
@@ -58,7 +56,7 @@ class Derived(NamedTuple):
 
 def derive(cost: Cost) -> Derived:
     """``t_comm = allreduce + allgather + halo + p2p``, ``t_epoch = comp + comm``,
-    ``t_iter = t_epoch / I``, ``gpu_hours = p * t_epoch / 3600`` (SPEC section 6)."""
+    ``t_iter = t_epoch / I``, ``gpu_hours = p * t_epoch / 3600`` (docs/model.md §12)."""
     t_comm = cost.t_allreduce_s + cost.t_allgather_s + cost.t_halo_s + cost.t_p2p_s
     t_epoch = cost.t_comp_s + t_comm
     return Derived(
@@ -73,7 +71,7 @@ def derive(cost: Cost) -> Derived:
     )
 
 
-#: Terms that :func:`scale_terms` scales: compute and each communication term (SPEC section 6).
+#: Terms that :func:`scale_terms` scales: compute and each communication term (docs/model.md §13).
 OVERHEAD_TERMS: tuple[str, ...] = ("compute", "allreduce", "allgather", "halo", "p2p")
 #: Additive overheads of :func:`scale_terms`, in seconds: per iteration, and per sample of ``b`` per iteration.
 ADDITIVE_TERMS: tuple[str, ...] = ("per_iter_s", "per_sample_s")
@@ -89,7 +87,7 @@ def scale_terms(
     per_iter_s=0.0,
     per_sample_s=0.0,
 ) -> Cost:
-    """Per-strategy overheads on a strategy's terms (calibration; beyond the paper).
+    """Per-strategy overheads on a strategy's terms, docs/model.md §13 (calibration; beyond the paper).
 
     Multiplicative factors on each term, then an additive cost per iteration
     on compute:
@@ -131,14 +129,14 @@ def _is_zero(value) -> bool:
 
 
 def iterations(dataset_samples, batch):
-    """Iterations per epoch, ``I = ceil(D / B)`` (SPEC section 1), exact for D < 2**24 in float32."""
+    """Iterations per epoch, ``I = ceil(D / B)`` (docs/model.md §5), exact for D < 2**24 in float32."""
     q = jnp.ceil(dataset_samples / batch)
     q = jnp.where((q - 1) * batch >= dataset_samples, q - 1, q)
     return jnp.where(q * batch < dataset_samples, q + 1, q)
 
 
 def sec_per_flop(net: Net, machine: Machine):
-    """Seconds per training FLOP, SPEC section 1.
+    """Seconds per training FLOP, docs/model.md §3.
 
     From FLOPs, ``1 / (gpu_flops * efficiency)``. With a measured per-sample
     time T, ``t_l = T * flops_l / sum(flops)``, scaled by how much faster the
@@ -151,7 +149,7 @@ def sec_per_flop(net: Net, machine: Machine):
 
 
 def update_s(machine: Machine, w_elems):
-    """Weight-update time per iteration, SPEC section 1: ``wu_passes * delta * w / gpu_mem_bw``."""
+    """Weight-update time per iteration, docs/model.md §4: ``wu_passes * delta * w / gpu_mem_bw``."""
     return machine.wu_passes * machine.bytes_per_element * w_elems / machine.gpu_mem_bw_Bps
 
 
@@ -161,12 +159,12 @@ def split_sum(active, total, parts):
 
 
 def memory_bytes(machine: Machine, act_elems, w_elems):
-    """ParaDL's conservative memory, SPEC section 1: ``2 delta (activations + weights)``."""
+    """ParaDL's conservative memory, docs/model.md §6: ``2 delta (activations + weights)``."""
     return 2.0 * machine.bytes_per_element * (act_elems + w_elems)
 
 
 def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch):
-    """First failing reason in the order batch, max_p, memory (SPEC section 6 ``limit``)."""
+    """First failing reason in the order batch, max_p, memory (docs/model.md §11)."""
     return jnp.select(
         [over_batch, over_max_p, mem_bytes > machine.gpu_mem_bytes],
         [BATCH, MAX_P, MEMORY],

@@ -1,4 +1,4 @@
-"""One cost function per strategy of SPEC section 4, each ``f(net, machine, cfg) -> Cost``."""
+"""One cost function per strategy of docs/model.md §10, each ``f(net, machine, cfg) -> Cost``."""
 
 from kernels.strategies.data import data
 from kernels.strategies.filter import channel, filter_
@@ -7,7 +7,7 @@ from kernels.strategies.pipeline import pipeline
 from kernels.strategies.serial import serial
 from kernels.strategies.spatial import spatial
 
-#: Strategy name (SPEC section 6, column ``strategy``) to kernel.
+#: Strategy name (docs/model.md §2, column ``strategy``) to kernel.
 STRATEGIES = {
     "serial": serial,
     "data": data,

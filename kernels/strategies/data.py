@@ -1,4 +1,4 @@
-"""Data parallelism (SPEC section 4, *data*; ParaDL eq. for data parallelism)."""
+"""Data parallelism (docs/model.md §10.2)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kernels.terms import Config, Cost
 
 
 def data(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Data parallel, SPEC section 4.
+    """Data parallel, docs/model.md §10.2.
 
     .. math::
         B = b p,\\quad

@@ -1,4 +1,4 @@
-"""Filter and channel parallelism (SPEC section 4, *filter* and *channel*)."""
+"""Filter and channel parallelism (docs/model.md §10.5 and §10.6)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class LayerwiseTraffic(NamedTuple):
 
 
 def layerwise_traffic(sums: SplitSums, p, batch, delta, lk: Link) -> LayerwiseTraffic:
-    """Filter/channel exchange per iteration, SPEC section 4.
+    """Filter/channel exchange per iteration, docs/model.md §10.5.
 
     After every active layer l < G one allgather and one allreduce of the
     layer's output for ``batch`` samples (filter: gather outputs forward,
@@ -72,7 +72,7 @@ def _split_channels(net: Net, machine: Machine, cfg: Config, sums: SplitSums) ->
 
 
 def filter_(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Filter parallel, SPEC section 4: each active layer's F output channels split over p.
+    """Filter parallel, docs/model.md §10.5: each active layer's F output channels split over p.
 
     .. math::
         T_{comp} = D(\\textstyle\\sum_a t/p + \\sum_i t) + I(\\sum_a u/p + \\sum_i u),\\quad
@@ -84,7 +84,7 @@ def filter_(net: Net, machine: Machine, cfg: Config) -> Cost:
 
 
 def channel(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Channel parallel, SPEC section 4: as filter with the C input channels split.
+    """Channel parallel, docs/model.md §10.6: as filter with the C input channels split.
 
     Same compute, memory and total communication as filter over the channel
     active set; needs p <= min C over active layers other than the first.

@@ -1,7 +1,7 @@
-"""Hybrid strategies: data+filter and data+spatial (SPEC section 4).
+"""Hybrid strategies: data+filter and data+spatial (docs/model.md §10.7 and §10.8).
 
 Their inter-group gradient allreduce is already hierarchical by construction
-(SPEC section 4), so ``allreduce_algo = hierarchical`` falls back to ring for
+(docs/model.md §14), so ``allreduce_algo = hierarchical`` falls back to ring for
 it; ring, tree and auto apply as for the pure strategies.
 
 p = p1 * p2: the model-parallel strategy runs inside groups of p2 GPUs (by
@@ -24,7 +24,7 @@ from kernels.terms import Config, Cost
 
 
 def _grouping(cfg: Config):
-    """(p1, p2, misfit): misfit when p2 does not divide p, or p < p2 (SPEC section 5 defaults)."""
+    """(p1, p2, misfit): misfit when p2 does not divide p, or p < p2 (docs/model.md §2)."""
     p, p2 = cfg.p, cfg.p2
     misfit = (p2 < 1) | (p < p2) | (jnp.round(p / p2) * p2 != p)
     # misfit rows are infeasible (max_p); p1 >= 1 keeps their terms non-negative
@@ -33,7 +33,7 @@ def _grouping(cfg: Config):
 
 
 def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Data+filter, SPEC section 4.
+    """Data+filter, docs/model.md §10.7.
 
     .. math::
         T_{comp} = \\tfrac{D}{p_1}(\\textstyle\\sum_a t/p_2 + \\sum_i t)
@@ -81,7 +81,7 @@ def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
 
 
 def data_spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Data+spatial, SPEC section 4.
+    """Data+spatial, docs/model.md §10.8.
 
     .. math::
         T_{comp} = \\tfrac{D}{p_1}(\\textstyle\\sum_a t/p_2 + \\sum_i t) + I\\sum u

@@ -1,4 +1,4 @@
-"""Pipeline (layer) parallelism, GPipe style (SPEC section 4, *pipeline*)."""
+"""Pipeline (layer) parallelism, GPipe style (docs/model.md §10.4)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kernels.terms import Config, Cost
 
 
 def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Pipeline parallel, SPEC section 4: p stages of a min-max contiguous partition, S micro-batches.
+    """Pipeline parallel, docs/model.md §10.4: p stages of a min-max contiguous partition, S micro-batches.
 
     .. math::
         T_{comp} = D\\,\\tfrac{p+S-1}{S}\\,t_{max} + I\\,u_{max},\\quad

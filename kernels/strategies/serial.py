@@ -1,4 +1,4 @@
-"""Serial training on one GPU (SPEC section 4, *serial*)."""
+"""Serial training on one GPU (docs/model.md §10.1)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kernels.terms import Config, Cost
 
 
 def serial(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Serial, SPEC section 4: comp ``D sum(t) + I sum(u)``, comm 0, mem ``2 delta A(B) + 2W``.
+    """Serial, docs/model.md §10.1: comp ``D sum(t) + I sum(u)``, comm 0, mem ``2 delta A(B) + 2W``.
 
     p is 1 whatever the configuration says; B = b.
     """

@@ -1,4 +1,4 @@
-"""Spatial parallelism (SPEC section 4, *spatial*)."""
+"""Spatial parallelism (docs/model.md §10.3)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class SpatialShare(NamedTuple):
 
 
 def spatial_share(table: SpatialTable, n) -> SpatialShare:
-    """Active-layer sums for a group of ``n`` GPUs, SPEC section 4 "Which layers are active".
+    """Active-layer sums for a group of ``n`` GPUs, docs/model.md §9.
 
     Default: the longest prefix before the first fc layer whose extents
     x[1], y[1] are all >= n (a table row per prefix length, found by binary
@@ -52,7 +52,7 @@ class SpatialTraffic(NamedTuple):
 
 
 def spatial_traffic(share: SpatialShare, n, batch, delta, lk: Link) -> SpatialTraffic:
-    """Spatial exchange per iteration for ``batch`` samples, SPEC section 4 (a) and (b).
+    """Spatial exchange per iteration for ``batch`` samples, docs/model.md §10.3.
 
     .. math::
         T_{halo} = \\sum_{active, h>0} 2[(\\alpha + B\\delta\\,halo_x\\beta)
@@ -73,13 +73,13 @@ def spatial_traffic(share: SpatialShare, n, batch, delta, lk: Link) -> SpatialTr
 
 
 def spatial_memory(machine: Machine, net: Net, share: SpatialShare, n, batch):
-    """``2 delta (B sum_a(x+y)/n + B sum_i(x+y)) + 2W``, SPEC section 4 (spatial)."""
+    """``2 delta (B sum_a(x+y)/n + B sum_i(x+y)) + 2W``, docs/model.md §10.3."""
     act = batch * terms.split_sum(share.act_elems, net.act_elems, n)
     return terms.memory_bytes(machine, act, net.w_elems)
 
 
 def spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
-    """Spatial parallel, SPEC section 4: p GPUs split the active layers' first spatial dim.
+    """Spatial parallel, docs/model.md §10.3: p GPUs split the active layers' first spatial dim.
 
     .. math::
         T_{comp} = D(\\textstyle\\sum_a t/p + \\sum_i t) + I\\sum u,\\quad

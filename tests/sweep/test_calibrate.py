@@ -312,7 +312,7 @@ def test_a_strategy_fitted_on_its_own_transfers_only_when_asked(abci):
 
 
 def test_the_documented_accuracy_table_is_what_the_code_computes(public, public_uncalibrated):
-    """the README's Trust section's table: uncalibrated, leave-one-model-out and 5-fold held-out accuracies."""
+    """docs/trust.md's table: uncalibrated, leave-one-model-out and 5-fold held-out accuracies."""
     meas, cal = public
     lomo = cross_validate(cal.problem, make_folds(meas, "model"), default=True)
     columns = {

@@ -240,7 +240,7 @@ def test_forced_cpu_devices_give_the_same_rows(spec, reference, tmp_path):
     script = MULTI_DEVICE.format(pareto=PARETO, top=TOP)
     out = python_on_cpu_devices(script, spec, tmp_path, devices=2, SWEEP_JAX_CACHE="")
     if jax.default_backend() != "cpu":
-        # a GPU contracts a * b + c into one rounding where the CPU does not (README, Speed):
+        # a GPU contracts a * b + c into one rounding where the CPU does not (docs/performance.md):
         # the rows to match bit for bit are one CPU device's
         python_on_cpu_devices(ONE_CPU, spec, tmp_path / "one", CHUNK, SWEEP_JAX_CACHE="")
         reference = rows_of(tmp_path / "one")

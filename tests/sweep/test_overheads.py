@@ -1,5 +1,5 @@
 """Machine files with ``[overheads.<strategy>]`` and ``[measured]`` tables, written and read back,
-and the overheads applied by ``point_fn`` (calibrated profiles, the README's Trust section)."""
+and the overheads applied by ``point_fn`` (calibrated profiles, docs/trust.md)."""
 
 from __future__ import annotations
 
