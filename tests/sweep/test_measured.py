@@ -30,14 +30,18 @@ def write(tmp_path: Path, *lines: str, name: str = "runs.csv") -> Path:
 
 def test_public_file_reads_cleanly():
     meas = read_measurements(PUBLIC)
-    assert len(meas.runs) == 51 and not meas.skipped
+    assert len(meas.runs) == 113 and not meas.skipped  # 114 lines: the header and 113 runs
     assert {"quality", "source"} <= set(meas.columns)  # free columns are kept
+    # 16 (model, strategy) groups: AlexNet 6 (data, spatial, filter, channel, pipeline, data+spatial),
+    # VGG16 3 (spatial, filter, channel), ResNet-50 6 (data, spatial, filter, channel, data+filter,
+    # data+spatial), CosmoFlow-512 1 (data+spatial): 6 + 3 + 6 + 1 = 16
     assert {(r.model, r.strategy) for r in meas.runs} == {
-        ("alexnet", "data+spatial"),
-        ("resnet50", "data"),
-        ("resnet50", "data+spatial"),
-        ("resnet50", "data+filter"),
+        *(("alexnet", s) for s in ("data", "spatial", "filter", "channel", "pipeline", "data+spatial")),
+        *(("vgg16", s) for s in ("spatial", "filter", "channel")),
+        *(("resnet50", s) for s in ("data", "spatial", "filter", "channel", "data+filter", "data+spatial")),
+        ("cosmoflow-512", "data+spatial"),
     }
+    # line 2: alexnet,data+spatial,8,512,4,abci,2.0489,0.62161,good,ankahira/paraDL hybrid/run_logs/...
     first = meas.runs[0]
     assert (first.line, first.model, first.p, first.b, first.p2, first.iter_time_s) == (
         2,
@@ -49,6 +53,28 @@ def test_public_file_reads_cleanly():
     )
     assert first.iter_time_std_s == 0.62161
     assert first.fields["source"].startswith("ankahira/paraDL")
+    # line 114: cosmoflow-512,data+spatial,512,1,4,abci,18.8367,,fair,ankahira/paraDL cosmoflow/results/...
+    last = meas.runs[-1]
+    assert (last.line, last.model, last.strategy, last.p, last.b, last.p2, last.iter_time_s) == (
+        114,
+        "cosmoflow-512",
+        "data+spatial",
+        512,
+        1,
+        4,
+        18.8367,
+    )
+    assert last.iter_time_std_s is None and last.fields["quality"] == "fair"
+    # line 75: alexnet,pipeline,4,32,,abci,0.03382,,fair,...: empty p2 (a pure strategy: p2 = p), no S (S = p)
+    pipe = next(r for r in meas.runs if r.line == 75)
+    assert (pipe.strategy, pipe.p, pipe.b, pipe.p2, pipe.S, pipe.iter_time_s) == (
+        "pipeline",
+        4,
+        32,
+        4,
+        4,
+        0.03382,
+    )
     assert all(r.machine == "abci" for r in meas.runs)
 
 
