@@ -307,8 +307,8 @@ def open(path: str | Path) -> Sweep:
 def codesign(
     model: str | Path | Model,
     machine: str | Path | MachineProfile,
-    param: str,
     strategies: Sequence[str] | str,
+    param: str,
     *,
     p: Sequence[int] | int,
     b: Sequence[int] | int | None = None,
@@ -332,7 +332,7 @@ def codesign(
     ``Answer.to_json()`` what ``--json`` prints, and
     :func:`sweep.answers.codesign.format_answer` the report.
 
-    >>> [a] = sweep.codesign("resnet50", "abci", "inter_bandwidth_Bps", "data+filter",
+    >>> [a] = sweep.codesign("resnet50", "abci", "data+filter", "inter_bandwidth_Bps",
     ...                      beats="data", p=1024, B=8192)
     >>> a.threshold                      # B/s of inter-node bandwidth where data+filter wins
     """
@@ -341,7 +341,7 @@ def codesign(
 
     with backend.computation(x64=True):
         return questions.codesign(
-            model, machine, strategies, param, p, b=b, B=B, p2=p2, S=S, target=target, beats=beats,
+            model, machine, strategies, param, p=p, b=b, B=B, p2=p2, S=S, target=target, beats=beats,
             metric=metric, range=range, grid=grid or questions.GRID, lc=lc, set=set,
         )  # fmt: skip
 

@@ -142,7 +142,7 @@ def test_calls_put_x64_back():
     assert jax.config.jax_enable_x64 is False
     api.sensitivity(model=TINY, machine="abci", strategy="data", p=8, b=16)
     assert jax.config.jax_enable_x64 is False
-    api.codesign(TINY, "abci", "efficiency", "data", p=8, b=16, target="t_epoch_s <= 1", grid=64)
+    api.codesign(TINY, "abci", "data", "efficiency", p=8, b=16, target="t_epoch_s <= 1", grid=64)
     assert jax.config.jax_enable_x64 is False
 
 
@@ -262,7 +262,7 @@ def test_codesign_is_the_cli_json(runner):
     args = ["--model", TINY, "--machine", "abci", "--param", "efficiency", "--strategy", "data",
             "--p", "4,8", "--b", "16,32", "--target", "t_epoch_s <= 0.01", "--grid", "64"]  # fmt: skip
     printed = [json.loads(line) for line in cli_out(runner, "codesign", *args, "--json").splitlines()]
-    answers = api.codesign(TINY, "abci", "efficiency", "data", p=[4, 8], b=[16, 32], target="t_epoch_s <= 0.01", grid=64)  # fmt: skip
+    answers = api.codesign(TINY, "abci", "data", "efficiency", p=[4, 8], b=[16, 32], target="t_epoch_s <= 0.01", grid=64)  # fmt: skip
     assert [a.to_json() for a in answers] == printed
     assert len(answers) == 2
 
@@ -270,7 +270,7 @@ def test_codesign_is_the_cli_json(runner):
 def test_codesign_threshold_by_hand():
     # serial with wu_passes = 0 is pure compute: t_epoch = 0.0192196923 s / efficiency (see
     # test_estimate_by_hand_serial), so t_epoch <= 0.04 holds for efficiency >= 0.0192196923 / 0.04
-    [answer] = api.codesign(TINY, "abci", "efficiency", "serial", p=1, b=32, target="t_epoch_s <= 0.04",
+    [answer] = api.codesign(TINY, "abci", "serial", "efficiency", p=1, b=32, target="t_epoch_s <= 0.04",
                             set={"wu_passes": 0}, grid=256)  # fmt: skip
     assert answer.threshold == pytest.approx(50_000 * 2_998_272 / 7.8e12 / 0.04, rel=1e-9)
 
@@ -320,7 +320,7 @@ def test_nothing_prints(capsys, folder, tmp_path):
     api.run(SPEC, tmp_path / "quiet")
     sw = api.open(folder)
     sw.pareto(["t_epoch_s", "p"]), sw.top("t_epoch_s", 1), sw.best(), sw.where("p == 1")
-    api.codesign(TINY, "abci", "efficiency", "data", p=8, b=16, target="t_epoch_s <= 1", grid=64)
+    api.codesign(TINY, "abci", "data", "efficiency", p=8, b=16, target="t_epoch_s <= 1", grid=64)
     api.sensitivity(model=TINY, machine="abci", strategy="data", p=8, b=16)
     api.validate(PUBLIC)
     api.calibrate(PUBLIC, "abci", fit="overheads.data.all", cv=0)

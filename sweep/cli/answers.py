@@ -238,7 +238,7 @@ def codesign(
     from sweep.answers.codesign import format_answer
 
     answers = api.codesign(
-        model_spec, machine_spec, param, _names(strategies), p=_ints(p_text, "--p") or (),
+        model_spec, machine_spec, _names(strategies), param, p=_ints(p_text, "--p") or (),
         b=_ints(b_text, "--b"), B=_ints(B_text, "--B"), p2=_ints(p2_text, "--p2"), S=_ints(S_text, "--S"),
         target=target, beats=beats, metric=metric, range=_range(range_text), grid=grid,
         set=parse_set(sets), lc=lc,
