@@ -156,6 +156,16 @@ def test_the_library_functions_put_x64_back_too(x64_off):
     assert jax.config.jax_enable_x64 is False
 
 
+def test_no_state_carries_from_one_call_to_the_next():
+    plain = api.estimate(TINY, "abci", "data", p=8, b=16)
+    assert api.estimate(TINY, "abci", "data", p=8, b=16, set={"inter_bandwidth_Bps": 1e9}) != plain
+    assert api.estimate(TINY, "abci", "data", p=8, b=16) == plain
+    f32, f64 = api.evaluate(SPEC), api.evaluate(SPEC, x64=True)
+    assert api.evaluate(SPEC).equals(f32)
+    assert f64.schema.field("t_epoch_s").type == pa.float64()
+    assert f32.column("t_epoch_s").to_pylist() == pytest.approx(f64.column("t_epoch_s").to_pylist(), rel=1e-6)
+
+
 def test_estimate_leaves_x64_on_when_it_was_on():
     api.estimate(TINY, "abci", "data", p=8, b=16)
     assert jax.config.jax_enable_x64 is True
