@@ -1,10 +1,9 @@
 """``sweep pareto | top | best | codesign | sensitivity | plot``: answers from sweeps, on the command line.
 
-Thin click wrappers over :mod:`sweep.query`, :mod:`sweep.codesign`,
-:mod:`sweep.sensitivity` and :mod:`sweep.plot`; registered on
-:data:`sweep.cli.cli` when :mod:`sweep.cli` imports this module. Results go
-to the terminal as a table (the query's statistics on stderr), or to a
-file with ``-o`` (``.parquet``, ``.csv``, ``.json``, ``.jsonl``).
+Thin click layers over :mod:`sweep.api` (codesign, sensitivity), :mod:`sweep.answers.query`
+(the queries, which need no JAX) and :mod:`sweep.answers.plot`. Results go to the
+terminal as a table (the query's statistics on stderr), or to a file with ``-o``
+(``.parquet``, ``.csv``, ``.json``, ``.jsonl``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""``sweep estimate | plan | run | merge | models | machines``: configurations and sweeps on the command line."""
+"""``sweep estimate | plan | run | merge | models | machines``: configurations and sweeps on the command line.
+
+Thin click layers over :mod:`sweep.api` (estimate, plan, run), :func:`sweep.reduce.merge.merge`
+and the built-in model and machine lists.
+"""
 
 from __future__ import annotations
 
