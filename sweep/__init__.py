@@ -2,20 +2,53 @@
 
 The Python API lives in :mod:`sweep.api` and is re-exported here on first use, so
 ``import sweep`` is quick and changes nothing in the process (no environment variable,
-no JAX setting): ``sweep.estimate``, ``sweep.evaluate``, ``sweep.run``, ``sweep.open``,
-``sweep.codesign``, ``sweep.sensitivity``, ``sweep.validate``, ``sweep.calibrate``.
+no JAX setting, JAX not even imported): ``sweep.estimate``, ``sweep.evaluate``,
+``sweep.run``, ``sweep.open``, ``sweep.codesign``, ``sweep.sensitivity``,
+``sweep.validate``, ``sweep.calibrate`` (and ``sweep.plan``, ``sweep.bind``).
+
+>>> import sweep
+>>> sweep.estimate("resnet50", "abci", "data", p=1024, b=32)["t_epoch_s"]
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["open"]
+if TYPE_CHECKING:  # pragma: no cover
+    from sweep.api import (
+        bind,
+        calibrate,
+        codesign,
+        estimate,
+        evaluate,
+        open,
+        plan,
+        run,
+        sensitivity,
+        validate,
+    )
+
+__all__ = [
+    "bind",
+    "calibrate",
+    "codesign",
+    "estimate",
+    "evaluate",
+    "open",
+    "plan",
+    "run",
+    "sensitivity",
+    "validate",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "open":
-        from sweep.answers.query import open_sweep
+    if name in __all__:
+        from sweep import api
 
-        return open_sweep
+        return getattr(api, name)
     raise AttributeError(f"module 'sweep' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

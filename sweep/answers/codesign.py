@@ -32,15 +32,22 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from kernels import SCALAR_PARAMS, Config
+from sweep.engine import backend
 from sweep.engine.evaluate import RESULT_COLUMNS, point_fn, row_dict
 from sweep.errors import InputError
 from sweep.inputs.configs import HYBRIDS, PIPELINE, Bound, Overheads, check_strategy, frozen_overheads
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sweep.inputs.layers import Model
+    from sweep.inputs.machines import MachineProfile
 
 #: Parameters an inverse question cannot ask about, and why.
 NOT_CONTINUOUS = {
@@ -234,7 +241,12 @@ class _Shape:
         return tuple(dict.fromkeys([*self.strategies, *([self.beats] if self.beats else [])]))
 
 
-@functools.cache
+#: Compiled question shapes kept for the process (least recently used dropped first): the
+#: programs depend only on the shape, so the answers are the same whether one is kept or not.
+PROGRAMS_KEPT = 32
+
+
+@functools.lru_cache(maxsize=PROGRAMS_KEPT)
 def _programs(shape: _Shape):
     """``(pred, bisect, rows)``, jitted once per :class:`_Shape` and reused across questions."""
 
@@ -328,8 +340,13 @@ class _Problem:
 
 
 def solve(bound: Bound, q: Question) -> Answer:
-    """Answer one question on a bound model and machine (float64)."""
-    jax.config.update("jax_enable_x64", True)
+    """Answer one question on a bound model and machine (float64: JAX's x64 mode is on during
+    the call and put back after)."""
+    with backend.settings(jax_enable_x64=True):
+        return _solve(bound, q)
+
+
+def _solve(bound: Bound, q: Question) -> Answer:
     for s in (*q.strategies, *([q.beats] if q.beats else [])):
         check_strategy(s)
     check_param(q.param)
@@ -417,24 +434,70 @@ def _best_rows(prob: _Problem, bound: Bound, q: Question, cfg_list, theta: float
 
 
 def codesign(
-    model: str,
-    machine: str,
-    strategies: Sequence[str],
+    model: str | Path | Model,
+    machine: str | Path | MachineProfile,
+    strategies: Sequence[str] | str,
     param: str,
-    p: Sequence[int] | int,
     *,
-    lc: str | None = None,
-    sets: Mapping[str, float | str] | None = None,
-    **kwargs,
+    p: Sequence[int] | int,
+    b: Sequence[int] | int | None = None,
+    B: Sequence[int] | int | None = None,
+    p2: Sequence[int] | int | None = None,
+    S: Sequence[int] | int | None = None,
+    target: str | Target | None = None,
+    beats: str | None = None,
+    metric: str = "t_epoch_s",
+    range: tuple[float, float] | None = None,
+    grid: int = GRID,
+    lc: str | Path | None = None,
+    set: Mapping[str, float | str] | None = None,
 ) -> list[Answer]:
-    """Load a model and machine by name or path and answer the question at each p."""
-    from sweep.inputs.machines import load_machine
+    """Answer the question at each GPU count in ``p``: what ``sweep codesign`` runs.
+
+    ``model`` and ``machine`` are built-in names, paths, or loaded objects; ``set``
+    overrides machine parameters. ``b`` (samples per replica) or ``B`` (fixed global
+    batches) list the batches to choose from; ``p2`` and ``S`` the hybrids' group sizes
+    and the pipeline's micro-batches (default: gpus_per_node and p). The predicate is
+    ``target`` (``"t_epoch_s <= 10"``) and/or ``beats`` (a rival strategy), searched over
+    ``range`` (default: the machine's value / 64 to x 64) on a ``grid`` of values.
+    """
+    from sweep.inputs.layers import Model
+    from sweep.inputs.machines import MachineProfile, load_machine
     from sweep.inputs.models import load_model
 
-    profile = load_machine(machine).with_overrides(dict(sets or {}))
-    bound = Bound.of(load_model(model, lc=lc), profile)
-    ps = [p] if isinstance(p, int) else list(p)
-    return [solve(bound, Question(tuple(strategies), param, int(pi), **kwargs)) for pi in ps]
+    check_param(param)
+    if metric not in RESULT_COLUMNS:
+        raise InputError(f"--metric: unknown column '{metric}' (known: {', '.join(RESULT_COLUMNS)})")
+    if b and B:
+        raise InputError("give --b or --B, not both")
+    base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
+    profile = base.with_overrides(dict(set or {}))
+    loaded = model if isinstance(model, Model) else load_model(model, lc=lc)
+    bound = Bound.of(loaded, profile)
+    lo, hi = range if range is not None else (None, None)
+    names = [strategies] if isinstance(strategies, str) else list(strategies)
+    question = functools.partial(
+        Question,
+        strategies=tuple(x.strip() for n in names for x in n.split(",") if x.strip()),
+        param=param,
+        b=_tuple(b),
+        B=_tuple(B),
+        p2=_tuple(p2),
+        S=_tuple(S),
+        target=parse_target(target) if isinstance(target, str) else target,
+        beats=beats,
+        metric=metric,
+        lo=lo,
+        hi=hi,
+        grid=grid,
+    )
+    return [solve(bound, question(p=int(pi))) for pi in ([p] if isinstance(p, int) else p)]
+
+
+def _tuple(values: Sequence[int] | int | None) -> tuple[int, ...] | None:
+    if values is None:
+        return None
+    return (int(values),) if isinstance(values, int) else tuple(int(v) for v in values)
 
 
 def format_answer(a: Answer) -> str:

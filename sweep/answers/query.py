@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from kernels.names import SCALAR_PARAMS
 from sweep.answers.where import Filter, combine, parse_where
 from sweep.errors import InputError
 from sweep.output import store
@@ -143,10 +144,14 @@ class Sweep:
             return where.expression
         return parse_where(where, self.schema).expression
 
-    def to_table(self, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+    def to_table(self, where: str | Filter | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """The (filtered) rows as one table: for small results only."""
         cols = _check_columns(self, columns, "--columns") if columns else None
         return self.dataset.to_table(columns=cols, filter=self.filter(where))
+
+    def where(self, where: str | Filter | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows that match a ``--where`` text (every row for None), as one table."""
+        return self.to_table(where, columns)
 
     def pareto(self, *args, **kwargs) -> pa.Table:
         return pareto(self, *args, **kwargs)
@@ -678,23 +683,6 @@ def _text(where: str | Filter | None) -> str | None:
 
 # -- output --------------------------------------------------------------------------------
 
-#: :data:`kernels.SCALAR_PARAMS`, the swept machine-parameter columns (spelled out so that a
-#: query does not import JAX; a test keeps the two equal).
-MACHINE_PARAMS = (
-    "gpu_flops",
-    "efficiency",
-    "gpu_mem_bytes",
-    "gpu_mem_bw_Bps",
-    "gpus_per_node",
-    "nics_per_node",
-    "bytes_per_element",
-    "wu_passes",
-    "intra_alpha_s",
-    "intra_bandwidth_Bps",
-    "inter_alpha_s",
-    "inter_bandwidth_Bps",
-    "allreduce_algo",
-)
 #: Columns shown on the terminal when none are asked for, in this order, where present.
 DISPLAY_FIRST = ("model", "machine", "strategy", "p", "p1", "p2", "b", "B", "S")
 DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit", "rank")
@@ -707,7 +695,7 @@ def display_columns(table: pa.Table, extra: Sequence[str] = ()) -> list[str]:
     names = table.column_names
     wanted = [
         *DISPLAY_FIRST,
-        *[c for c in names if c in MACHINE_PARAMS],
+        *[c for c in names if c in SCALAR_PARAMS],
         *extra,
         *DISPLAY_LAST,
     ]

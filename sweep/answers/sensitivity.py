@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, with_params
+from sweep.engine import backend
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
 from sweep.inputs.configs import Bound, Overheads, default_p2, frozen_overheads, resolve_config
@@ -87,7 +88,12 @@ def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s"
     return g
 
 
-@functools.cache
+#: Compiled signatures kept for the process (least recently used dropped first); a result
+#: does not depend on whether its function was kept.
+COMPILED_KEPT = 64
+
+
+@functools.lru_cache(maxsize=COMPILED_KEPT)
 def _compiled(strategy: str, swept: tuple[str, ...], metric: str, batched: bool, overheads: Overheads = ()):
     """:func:`elasticity_fn` jitted (and vmapped over configurations and values), once per signature."""
     g = elasticity_fn(strategy, swept, metric, overheads)
@@ -118,9 +124,14 @@ def sensitivity(
     S: int | None = None,
     metric: str = "t_epoch_s",
 ) -> pa.Table:
-    """Elasticities of one configuration: a one-row table (see :func:`sensitivities`)."""
-    jax.config.update("jax_enable_x64", True)
+    """Elasticities of one configuration: a one-row table (see :func:`sensitivities`), in float64
+    (JAX's x64 mode is on during the call and put back after)."""
     _check_metric(metric)
+    with backend.settings(jax_enable_x64=True):
+        return _one(bound, strategy, p, b, p2, S, metric)
+
+
+def _one(bound: Bound, strategy: str, p: int, b: int, p2: int | None, S: int | None, metric: str) -> pa.Table:
     p2, S = resolve_config(bound.profile, strategy, p, b, p2, S)
     overrides = dict(bound.profile.overrides)
     names = tuple(overrides)
@@ -188,10 +199,14 @@ def sensitivities(
     sweep spec), each row's swept machine parameters are applied, and one
     ``jit(vmap(grad))`` per (model, machine, strategy) evaluates all its rows.
     """
+    _check_metric(metric)
+    with backend.settings(jax_enable_x64=True):
+        return _every(source, where, max_rows, metric)
+
+
+def _every(source, where: str | None, max_rows: int, metric: str) -> pa.Table:
     from sweep.answers.query import as_sweep
 
-    jax.config.update("jax_enable_x64", True)
-    _check_metric(metric)
     sw = as_sweep(source)
     need = [c for c in ("model", "machine", "strategy", "p", "b") if c not in sw.schema.names]
     if need:
@@ -322,3 +337,24 @@ def lever_sentence(name: str | None, e: float, metric: str = "t_epoch_s") -> str
     way = "raise" if e < 0 else "lower"
     sign = "+" if e < 0 else "-"
     return f"pays off most: {name} ({way} it: {sign}1% changes {metric} by {-abs(e):+.3g}%)"
+
+
+#: Elasticities shown on the terminal for a table of rows (``sweep sensitivity DIR``).
+SHOWN = ("gpu_flops", "inter_bandwidth_Bps", "intra_bandwidth_Bps", "inter_alpha_s")
+
+
+def display_columns(table: pa.Table, metric: str = "t_epoch_s") -> list[str]:
+    """The columns a terminal shows of a table of elasticities: identity, ``metric``, the
+    elasticities of :data:`SHOWN` and the lever."""
+    extra = [f"e_{k}" for k in SHOWN]
+    wanted = ("model", "strategy", "p", "b", "p2", metric, *extra, "lever", "lever_e")
+    return [c for c in wanted if c in table.column_names]
+
+
+def lever_over(table: pa.Table) -> str:
+    """The parameter with the largest mean |elasticity| over the table's rows, as a sentence."""
+    mean = {
+        k: float(np.nanmean(np.abs(table.column(f"e_{k}").to_numpy(zero_copy_only=False)))) for k in PARAMS
+    }
+    top = max(mean, key=lambda k: mean[k])
+    return f"pays off most over these rows: {top} (mean |elasticity| {mean[top]:.3g})"

@@ -1,10 +1,9 @@
 """``sweep pareto | top | best | codesign | sensitivity | plot``: answers from sweeps, on the command line.
 
-Thin click wrappers over :mod:`sweep.query`, :mod:`sweep.codesign`,
-:mod:`sweep.sensitivity` and :mod:`sweep.plot`; registered on
-:data:`sweep.cli.cli` when :mod:`sweep.cli` imports this module. Results go
-to the terminal as a table (the query's statistics on stderr), or to a
-file with ``-o`` (``.parquet``, ``.csv``, ``.json``, ``.jsonl``).
+Thin click layers over :mod:`sweep.api` (codesign, sensitivity), :mod:`sweep.answers.query`
+(the queries, which need no JAX) and :mod:`sweep.answers.plot`. Results go to the
+terminal as a table (the query's statistics on stderr), or to a file with ``-o``
+(``.parquet``, ``.csv``, ``.json``, ``.jsonl``).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import sys
 
 import click
 
-from sweep.cli.options import enable_x64, handle_errors, parse_set, setup_jax
+from sweep.cli.options import handle_errors, parse_set
 from sweep.errors import InputError
 
 SOURCE = click.argument("source", metavar="DIR|FILE", type=click.Path())
@@ -234,54 +233,33 @@ def codesign(
       sweep codesign --model resnet50 --machine abci --param gpu_mem_bytes \\
           --strategy data,data+filter --p 1024 --b 16,32,64,128 --target "t_epoch_s <= 6"
     """
-    enable_x64()
-    setup_jax()
-    from sweep.answers.codesign import Question, check_param, format_answer, parse_target, solve
-    from sweep.engine.evaluate import RESULT_COLUMNS
-    from sweep.inputs.configs import Bound
-    from sweep.inputs.machines import load_machine
-    from sweep.inputs.models import load_model
+    from sweep import api
+    from sweep.answers.codesign import format_answer
 
-    check_param(param)
-    if metric not in RESULT_COLUMNS:
-        raise InputError(f"--metric: unknown column '{metric}' (known: {', '.join(RESULT_COLUMNS)})")
-    lo = hi = None
-    if range_text:
-        a, sep, b = range_text.partition(":")
-        try:
-            lo, hi = float(a), float(b)
-        except ValueError:
-            raise InputError(f"--range takes LO:HI numbers, got '{range_text}'") from None
-        if not sep:
-            raise InputError(f"--range takes LO:HI, got '{range_text}'")
-    if b_text and B_text:
-        raise InputError("give --b or --B, not both")
-    profile = load_machine(machine_spec).with_overrides(parse_set(sets))
-    bound = Bound.of(load_model(model_spec, lc=lc), profile)
-    ps = _ints(p_text, "--p") or ()
-    answers = []
-    for p in ps:
-        q = Question(
-            strategies=tuple(_names(strategies)),
-            param=param,
-            p=p,
-            b=_ints(b_text, "--b"),
-            B=_ints(B_text, "--B"),
-            p2=_ints(p2_text, "--p2"),
-            S=_ints(S_text, "--S"),
-            target=parse_target(target) if target else None,
-            beats=beats,
-            metric=metric,
-            lo=lo,
-            hi=hi,
-            grid=grid,
-        )
-        answers.append(solve(bound, q))
+    answers = api.codesign(
+        model_spec, machine_spec, _names(strategies), param, p=_ints(p_text, "--p") or (),
+        b=_ints(b_text, "--b"), B=_ints(B_text, "--B"), p2=_ints(p2_text, "--p2"), S=_ints(S_text, "--S"),
+        target=target, beats=beats, metric=metric, range=_range(range_text), grid=grid,
+        set=parse_set(sets), lc=lc,
+    )  # fmt: skip
     for i, a in enumerate(answers):
         if as_json:
             click.echo(json.dumps(a.to_json()))
         else:
             click.echo(("\n" if i else "") + format_answer(a))
+
+
+def _range(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    a, sep, b = text.partition(":")
+    try:
+        lo, hi = float(a), float(b)
+    except ValueError:
+        raise InputError(f"--range takes LO:HI numbers, got '{text}'") from None
+    if not sep:
+        raise InputError(f"--range takes LO:HI, got '{text}'")
+    return lo, hi
 
 
 # ----------------------------------------------------------------------------- sensitivity
@@ -322,66 +300,44 @@ def sensitivity(
       sweep sensitivity --model resnet50 --machine abci --strategy data+filter --p 1024 --b 32
       sweep sensitivity outputs/paper-resnet50-vgg16 --where "p == 1024 and b == 32" -o e.csv
     """
-    enable_x64()
-    from sweep.answers.sensitivity import format_sensitivity, sensitivities
-    from sweep.answers.sensitivity import sensitivity as one
+    from sweep import api
+    from sweep.answers.sensitivity import format_sensitivity
 
+    table = api.sensitivity(
+        source, model=model_spec, machine=machine_spec, strategy=strategy, p=p, b=b, p2=p2, S=S,
+        set=parse_set(sets), lc=lc, of=metric, where=where, max_rows=max_rows,
+    )  # fmt: skip
     if source is None:
-        missing = [n for n, v in (("--model", model_spec), ("--machine", machine_spec),
-                                  ("--strategy", strategy), ("--p", p), ("--b", b)) if v is None]  # fmt: skip
-        if missing:
-            raise InputError(f"give DIR, or a configuration: missing {', '.join(missing)}")
-        if where:
-            raise InputError("--where needs DIR")
-        setup_jax()
-        from sweep.inputs.configs import Bound
-        from sweep.inputs.machines import load_machine
-        from sweep.inputs.models import load_model
-
-        profile = load_machine(machine_spec).with_overrides(parse_set(sets))
-        bound = Bound.of(load_model(model_spec, lc=lc), profile)
-        table = one(bound, strategy, p, b, p2, S, metric)
         if out:
             _emit(table, out, limit)
-        elif as_json:
-            click.echo(json.dumps(_clean(table.to_pylist()[0])))
         else:
-            click.echo(format_sensitivity(table, metric))
+            click.echo(
+                json.dumps(_clean(table.to_pylist()[0])) if as_json else format_sensitivity(table, metric)
+            )
         return
-    if model_spec or machine_spec or strategy or p or b or sets:
-        raise InputError("give DIR or a configuration (--model ...), not both")
-    setup_jax()
-    table = sensitivities(source, where=where, max_rows=max_rows, metric=metric)
     if columns:
         table = table.select(_names(columns))
-    if as_json and not out:
+    if out:
+        _emit(table, out, limit)
+    elif as_json:
         for row in table.to_pylist():
             click.echo(json.dumps(_clean(row)))
         return
-    extra = [f"e_{k}" for k in ("gpu_flops", "inter_bandwidth_Bps", "intra_bandwidth_Bps", "inter_alpha_s")]
-    if out:
-        _emit(table, out, limit)
     elif table.num_rows:
-        from sweep.answers.query import format_table
+        from sweep.answers.sensitivity import display_columns
 
-        cols = [c for c in ("model", "strategy", "p", "b", "p2", metric, *extra, "lever", "lever_e")
-                if c in table.column_names]  # fmt: skip
-        click.echo(format_table(table, cols, limit))
+        click.echo(_format(table, display_columns(table, metric), limit))
     if table.num_rows:
-        import numpy as np
+        from sweep.answers.sensitivity import lever_over
 
-        from sweep.answers.sensitivity import PARAMS
-
-        mean = {
-            k: float(np.nanmean(np.abs(table.column(f"e_{k}").to_numpy(zero_copy_only=False))))
-            for k in PARAMS
-        }
-        top = max(mean, key=lambda k: mean[k])
         sys.stdout.flush()
-        click.echo(
-            f"{table.num_rows:,} rows; pays off most over these rows: {top} (mean |elasticity| {mean[top]:.3g})",
-            err=True,
-        )
+        click.echo(f"{table.num_rows:,} rows; {lever_over(table)}", err=True)
+
+
+def _format(table, columns, limit) -> str:
+    from sweep.answers.query import format_table
+
+    return format_table(table, columns, limit)
 
 
 def _clean(row: dict) -> dict:

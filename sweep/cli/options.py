@@ -1,7 +1,8 @@
-"""Shared pieces of the command line: one-line errors and warnings, ``--set`` parsing, JAX set-up.
+"""Shared pieces of the command line: one-line errors and warnings, ``--set`` parsing.
 
 Every user mistake surfaces as :class:`sweep.errors.InputError` and is printed
-as one line ``error: ...`` with exit status 2.
+as one line ``error: ...`` with exit status 2. JAX is set up by the API call a
+command makes (:func:`sweep.engine.backend.computation`), not here.
 """
 
 from __future__ import annotations
@@ -50,16 +51,3 @@ def parse_set(values: tuple[str, ...]) -> dict[str, float | str]:
         except ValueError:
             out[key.strip()] = text.strip()
     return out
-
-
-def enable_x64() -> None:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-
-
-def setup_jax() -> None:
-    """JAX set up for a command that computes (:func:`sweep.engine.backend.configure`)."""
-    from sweep.engine import backend
-
-    backend.configure()

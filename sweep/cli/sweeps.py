@@ -1,4 +1,8 @@
-"""``sweep estimate | plan | run | merge | models | machines``: configurations and sweeps on the command line."""
+"""``sweep estimate | plan | run | merge | models | machines``: configurations and sweeps on the command line.
+
+Thin click layers over :mod:`sweep.api` (estimate, plan, run), :func:`sweep.reduce.merge.merge`
+and the built-in model and machine lists.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ from pathlib import Path
 
 import click
 
-from sweep.cli.options import enable_x64, handle_errors, parse_set, setup_jax
-from sweep.errors import InputError
+from sweep.cli.options import handle_errors, parse_set
 
 
 @click.command()
@@ -36,17 +39,9 @@ def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json)
       sweep estimate --model resnet50 --machine abci --strategy data+filter \\
           --p 1024 --b 32 --set inter_bandwidth_Bps=25e9
     """
-    enable_x64()
-    setup_jax()
-    from sweep.engine.evaluate import estimate as run_estimate
-    from sweep.inputs.configs import Bound, check_strategy
-    from sweep.inputs.machines import load_machine
-    from sweep.inputs.models import load_model
+    from sweep import api
 
-    check_strategy(strategy)
-    profile = load_machine(machine_spec).with_overrides(parse_set(sets))
-    bound = Bound.of(load_model(model_spec, lc=lc), profile)
-    row = run_estimate(bound, strategy, p, b, p2, S)
+    row = api.estimate(model_spec, machine_spec, strategy, p=p, b=b, p2=p2, S=S, set=parse_set(sets), lc=lc)
     if as_json:
         click.echo(json.dumps(row))
         return
@@ -65,34 +60,11 @@ def plan(spec_path) -> None:
     Example:
       sweep plan grids/sweeps/paper-resnet50-vgg16.toml
     """
-    from sweep.inputs.grid import load_spec
-    from sweep.inputs.grid import plan as make_plan
+    from sweep import api
+    from sweep.engine.runstate import describe_plan
 
-    p = make_plan(load_spec(spec_path))
-    click.echo(f"sweep '{p.spec.name}': {len(p.jobs)} jobs, {p.size:,} points")
-    for job in p.jobs:
-        axes = " x ".join(f"{k}[{len(v)}]" for k, v in job.axes.items())
-        click.echo(
-            f"  {job.bound.model.name:<16} {job.bound.profile.name:<10} {job.strategy:<13} {job.size:>16,}  {axes}"
-        )
-    # Measured on the 2-core machine (README, Speed), warm: 7.6-10 M rows/s writing every row,
-    # 36-157 M configurations/s under --keep pareto; cold, 0.3-3 s of compiling per job. 2.4
-    # and 3.6 bytes a row in the shipped co-design outputs (zstd, byte-stream-split floats),
-    # so 8 leaves room for grids that compress less.
-    rate, keep_rate, row_bytes = 8e6, 5e7, 8
-    click.echo(
-        f"estimate: ~{_seconds(p.size / rate)} writing every row ({rate:,.0f} rows/s, "
-        f"~{p.size * row_bytes / 1e9:,.2f} GB of Parquet); ~{_seconds(p.size / keep_rate)} with --keep "
-        f"({keep_rate:,.0f} configurations/s); less with --only-feasible"
-    )
-    click.echo(
-        f"a first run of the spec also compiles {len(p.jobs)} kernel(s), 0.3-3 s each on 2 cores;"
-        " later runs load them from the cache"
-    )
-
-
-def _seconds(s: float) -> str:
-    return f"{s:,.0f} s" if s >= 10 else f"{s:.1f} s"
+    for line in describe_plan(api.plan(spec_path)):
+        click.echo(line)
 
 
 @click.command()
@@ -156,68 +128,23 @@ def run(
       sweep run my.toml -o out/my --shard $SLURM_ARRAY_TASK_ID/16   # then: sweep merge out/my
       sweep run my.toml -o out/my --dask local:4                    # or --dask tcp://host:8786
     """
-    import time
+    from sweep import api
+    from sweep.engine.run import tty_progress
+    from sweep.engine.runstate import Interrupted
 
-    if x64:
-        enable_x64()
-    setup_jax()
-    from sweep.engine import index
-    from sweep.engine.run import run_sweep, tty_progress
-    from sweep.engine.runstate import Interrupted, RunOptions, parse_shard
-    from sweep.inputs.grid import CONFIRM_POINTS, load_spec
-    from sweep.inputs.grid import plan as make_plan
-    from sweep.reduce.keep import parse_keep
-
-    if resume and overwrite:
-        raise InputError("give --resume (continue the folder's run) or --overwrite (start over), not both")
-    if chunk is not None and not 1 <= chunk <= index.MAX_CHUNK:
-        raise InputError(f"--chunk must be in 1..{index.MAX_CHUNK}, got {chunk}")
-    shard = parse_shard(shard_text) if shard_text is not None else None
-    if dask_address is not None and not dask_address.strip():
-        raise InputError("--dask needs a scheduler address or local:N")
-    p = make_plan(load_spec(spec_path))
-    if p.size > CONFIRM_POINTS and not yes:
-        raise InputError(f"{p.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
-    keep = parse_keep(keep_text, index.numeric_columns(p.jobs[0]))
-    folder = Path(out) if out else Path("outputs") / p.spec.name
-    cols = None
-    if columns is not None:
-        cols = tuple(c.strip() for c in columns.split(",") if c.strip())
-        if not cols:
-            raise InputError(f"--columns names no column, got '{columns}'")
-    opts = RunOptions(
-        out=folder,
-        chunk=chunk or 0,
-        x64=x64,
-        keep=keep,
-        only_feasible=only_feasible,
-        columns=cols,
-        resume=resume,
-        overwrite=overwrite,
-        shard=shard,
-        dask=dask_address,
-    )
-    started = time.perf_counter()
     try:
-        summary = run_sweep(p, opts, tty_progress())
+        summary = api.run(
+            spec_path, out, keep=keep_text, resume=resume, overwrite=overwrite, x64=x64,
+            only_feasible=only_feasible, columns=columns, chunk=chunk, shard=shard_text,
+            dask=dask_address, confirm=yes, progress=tty_progress(),
+        )  # fmt: skip
     except Interrupted as err:
         click.echo(f"\n{err}", err=True)
         sys.exit(130)
     if sys.stderr.isatty():
         click.echo("", err=True)
-    wall = time.perf_counter() - started
-    what = f"shard {shard}: " if shard else ""
-    kept = "kept (this shard's front or top-k) in" if shard and keep.reduces else "written to"
-    click.echo(
-        f"{what}{summary.rows:,} rows {kept} {summary.folder} ({summary.points:,} points evaluated "
-        f"in {wall:.2f} s, {summary.points / wall if wall else 0:,.0f} points/s; "
-        f"{summary.points_per_s:,.0f} points/s after start-up; on {summary.devices})"
-    )
-    if shard:
-        click.echo(f"when all {shard.n} shards are done: sweep merge {summary.folder}")
-    if timings:
-        said = summary.timings.describe() if summary.timings else "none (a Dask run, or nothing left to run)"
-        click.echo(f"timings: {said}")
+    for line in summary.lines(timings):
+        click.echo(line)
 
 
 @click.command()

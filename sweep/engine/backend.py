@@ -145,16 +145,67 @@ def _start_pinned(n: int, cpus: list[int]) -> int | None:
     return n
 
 
+def cache_folder() -> str:
+    """The persistent compilation cache's folder: ``SWEEP_JAX_CACHE``, empty for none."""
+    return os.environ.get("SWEEP_JAX_CACHE", str(Path.home() / ".cache" / "paradl-sweep" / "jax"))
+
+
 def configure() -> None:
     """JAX set up once for a computation: the persistent compilation cache, so a second run of
     the same spec skips compiling (``SWEEP_JAX_CACHE``: its folder, empty for none), and the
-    backends created by :func:`start`."""
+    backends created by :func:`start`. The settings stay; :func:`computation` puts them back."""
     import jax
 
-    cache = os.environ.get("SWEEP_JAX_CACHE", str(Path.home() / ".cache" / "paradl-sweep" / "jax"))
+    cache = cache_folder()
     # empty: no cache at all, also when an earlier command in this process set one
     jax.config.update("jax_compilation_cache_dir", cache or None)
     if cache:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     start()
+
+
+#: The JAX settings :func:`computation` changes and puts back.
+SETTINGS: tuple[str, ...] = (
+    "jax_enable_x64",
+    "jax_compilation_cache_dir",
+    "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_entry_size_bytes",
+)
+
+
+@contextmanager
+def settings(**values: object) -> Iterator[None]:
+    """JAX configuration ``values`` (``jax_enable_x64=True``, ...) for the duration of a block,
+    then each option back to what it was.
+
+    Process-wide, not per thread (:func:`jax.enable_x64` is per thread): a run traces
+    kernels on several threads, which must all see the block's settings. Two blocks
+    running at once on different threads with different values would see each other's.
+    """
+    import jax
+
+    before = {name: getattr(jax.config, name) for name in values}
+    try:
+        for name, value in values.items():
+            jax.config.update(name, value)
+        yield
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+
+
+@contextmanager
+def computation(x64: bool = True) -> Iterator[None]:
+    """What one library computation needs of JAX, for its duration: float64 (``x64``) or
+    float32, the compilation cache and the backends (:func:`configure`). The JAX settings it
+    changed (:data:`SETTINGS`) are put back after, so a call leaves the process's JAX
+    configuration as it found it. The backends, once created, stay (JAX creates them once a
+    process), as do compiled programs in JAX's own caches.
+    """
+    import jax
+
+    with settings(**{name: getattr(jax.config, name) for name in SETTINGS}):
+        jax.config.update("jax_enable_x64", x64)
+        configure()
+        yield

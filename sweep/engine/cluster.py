@@ -51,6 +51,9 @@ WINDOW_PER_THREAD = 3
 #: Built chunk functions a worker process keeps (one per job of the runs it served last).
 CACHE_SIZE = 32
 
+#: A worker process's built chunk functions, by :func:`job_key` (at most :data:`CACHE_SIZE`,
+#: oldest dropped first). The key hashes everything a function depends on, so a kept one
+#: gives what a new one would.
 _BUILT: dict[str, tuple[Callable, tuple, survivors.Again, int]] = {}
 
 
@@ -88,17 +91,20 @@ def evaluate_chunk(task: JobTask, number: int, start: int, n_real: int) -> int |
     """Worker side: evaluate chunk ``number`` of ``task.job``; write it, or return its candidates."""
     if task.hook is not None:
         task.hook(task.job.index, number)
-    import jax
+    backend.start()  # a worker's first chunk: its XLA pool sized as a local run's
+    # the driver's precision and compilation cache, for this chunk only: a worker may share
+    # its process with other work (a threaded cluster, or the driver's own process)
+    options: dict[str, object] = {"jax_enable_x64": task.x64}
+    if task.cache_dir and _cache_dir() != task.cache_dir:
+        options["jax_compilation_cache_dir"] = task.cache_dir
+        options["jax_persistent_cache_min_compile_time_secs"] = 0.0
+    with backend.settings(**options):
+        return _evaluate(task, number, start, n_real)
 
+
+def _evaluate(task: JobTask, number: int, start: int, n_real: int) -> int | Survivors:
     from sweep.engine.runstate import chunk_rows
 
-    backend.start()  # a worker's first chunk: its XLA pool sized as a local run's
-
-    if bool(getattr(jax.config, "jax_enable_x64", False)) != task.x64:
-        jax.config.update("jax_enable_x64", task.x64)
-    if task.cache_dir and _cache_dir() != task.cache_dir:
-        jax.config.update("jax_compilation_cache_dir", task.cache_dir)  # as the driver's CLI set it
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     dtype = np.float64 if task.x64 else np.float32
     built = _BUILT.get(task.key)
     if built is None:

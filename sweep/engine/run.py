@@ -114,13 +114,24 @@ def run_sweep(
     Chunks run on every local device (:func:`sweep.engine.build_chunk_fn`),
     or on Dask workers when ``opts.dask`` is set (:func:`sweep.cluster.execute`).
     """
-    if opts.x64:
-        jax.config.update("jax_enable_x64", True)
+    began = time.perf_counter()
     backend.start()  # unless JAX is already running in this process
+    # float64 needs JAX's x64 mode while the run traces kernels (on several threads): on for
+    # the run, then put back
+    with backend.settings(**({"jax_enable_x64": True} if opts.x64 else {})):
+        summary = _run(plan, opts, progress)
+    summary.wall = time.perf_counter() - began
+    return summary
+
+
+def _run(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], None] | None) -> RunSummary:
     opts = _settle_chunk(opts)
     run = RunState(plan, opts)
     if run.complete:
-        return RunSummary(int(run.previous["rows"]), 0, 0, 0.0, run.folder, run.manifest["devices"])
+        return RunSummary(
+            int(run.previous["rows"]), 0, 0, 0.0, run.folder, run.manifest["devices"],
+            shard=opts.shard, reduced=opts.keep.reduces,
+        )  # fmt: skip
     client, owned = None, []
     if opts.dask is not None:  # before the first manifest: a bad address leaves nothing behind
         from sweep.engine import cluster

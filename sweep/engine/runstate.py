@@ -157,19 +157,45 @@ class Timings:
 
 @dataclass
 class RunSummary:
+    """What a run did: rows in the folder, points evaluated by this call, and its times."""
+
     rows: int
     points: int
     chunks: int
+    #: From the run's state set up to the end (what ``points_per_s`` divides by).
     seconds: float
     folder: Path
     #: Where the chunks ran (the manifest's ``devices``).
     devices: str = ""
     #: Where a local run's time went; None for a Dask run or one with nothing to do.
     timings: Timings | None = None
+    #: From the call to :func:`~sweep.engine.run.run_sweep` to its return, start-up included.
+    wall: float = 0.0
+    #: The shard run, if any.
+    shard: Shard | None = None
+    #: Whether the run kept a reduction (``--keep pareto|top``) rather than every row.
+    reduced: bool = False
 
     @property
     def points_per_s(self) -> float:
         return self.points / self.seconds if self.seconds > 0 else float("inf")
+
+    def lines(self, timings: bool = False) -> list[str]:
+        """What ``sweep run`` prints when done (``timings``: where the time went, too)."""
+        what = f"shard {self.shard}: " if self.shard else ""
+        kept = "kept (this shard's front or top-k) in" if self.shard and self.reduced else "written to"
+        rate = self.points / self.wall if self.wall else 0
+        out = [
+            f"{what}{self.rows:,} rows {kept} {self.folder} ({self.points:,} points evaluated "
+            f"in {self.wall:.2f} s, {rate:,.0f} points/s; "
+            f"{self.points_per_s:,.0f} points/s after start-up; on {self.devices})"
+        ]
+        if self.shard:
+            out.append(f"when all {self.shard.n} shards are done: sweep merge {self.folder}")
+        if timings:
+            said = self.timings.describe() if self.timings else "none (a Dask run, or nothing left to run)"
+            out.append(f"timings: {said}")
+        return out
 
 
 class DoneChunks:
@@ -221,23 +247,7 @@ class RunState:
         self.dtype = np.float64 if opts.x64 else np.float32
         self.tag = opts.shard.tag if opts.shard else None
         jobs = plan.jobs
-        schema = store.Schema(
-            models=list(plan.models),
-            machines=list(plan.machines),
-            strategies=list(plan.spec.strategies),
-            int_columns=index.int_columns(jobs[0]),
-            float_columns=RESULT_COLUMNS,
-            float_type=pa.float64() if opts.x64 else pa.float32(),
-            metadata=_metadata(plan, opts),
-            axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
-        )
-        names = schema.all_names()
-        if opts.columns is not None:
-            bad = [c for c in opts.columns if c not in names]
-            if bad:
-                raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
-            schema.columns = tuple(c for c in names if c in opts.columns)
-        self.schema = schema
+        self.schema = schema = schema_for(plan, opts)
         self.run_key: dict[str, Any] = {
             "spec": plan.spec.text,
             "chunk": opts.chunk,
@@ -435,7 +445,64 @@ class RunState:
             self.folder,
             self.manifest["devices"],
             self.timings,
+            shard=self.opts.shard,
+            reduced=self.opts.keep.reduces,
         )
+
+
+def schema_for(plan: Plan, opts: RunOptions) -> store.Schema:
+    """The output schema of a run of ``plan`` with ``opts`` (precision, ``--columns``, metadata)."""
+    jobs = plan.jobs
+    schema = store.Schema(
+        models=list(plan.models),
+        machines=list(plan.machines),
+        strategies=list(plan.spec.strategies),
+        int_columns=index.int_columns(jobs[0]),
+        float_columns=RESULT_COLUMNS,
+        float_type=pa.float64() if opts.x64 else pa.float32(),
+        metadata=_metadata(plan, opts),
+        axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
+    )
+    names = schema.all_names()
+    if opts.columns is not None:
+        bad = [c for c in opts.columns if c not in names]
+        if bad:
+            raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
+        schema.columns = tuple(c for c in names if c in opts.columns)
+    return schema
+
+
+#: Rates and sizes :func:`describe_plan` estimates with, measured on the project's 2-core
+#: machine (docs/performance.md), warm: 7.6-10 M rows/s writing every row, 36-157 M
+#: configurations/s under ``--keep pareto``; cold, 0.3-3 s of compiling per job. 2.4 and 3.6
+#: bytes a row in the shipped co-design outputs (zstd, byte-stream-split floats), so 8 leaves
+#: room for grids that compress less.
+PLAN_ROWS_PER_S, PLAN_KEEP_PER_S, PLAN_ROW_BYTES = 8e6, 5e7, 8
+
+
+def describe_plan(plan: Plan) -> list[str]:
+    """``sweep plan``'s report: the grid's size per job, and what running it will cost."""
+    lines = [f"sweep '{plan.spec.name}': {len(plan.jobs)} jobs, {plan.size:,} points"]
+    for job in plan.jobs:
+        axes = " x ".join(f"{k}[{len(v)}]" for k, v in job.axes.items())
+        lines.append(
+            f"  {job.bound.model.name:<16} {job.bound.profile.name:<10} {job.strategy:<13} {job.size:>16,}  {axes}"
+        )
+    rate, keep_rate, row_bytes = PLAN_ROWS_PER_S, PLAN_KEEP_PER_S, PLAN_ROW_BYTES
+    lines.append(
+        f"estimate: ~{_seconds(plan.size / rate)} writing every row ({rate:,.0f} rows/s, "
+        f"~{plan.size * row_bytes / 1e9:,.2f} GB of Parquet); ~{_seconds(plan.size / keep_rate)} with --keep "
+        f"({keep_rate:,.0f} configurations/s); less with --only-feasible"
+    )
+    lines.append(
+        f"a first run of the spec also compiles {len(plan.jobs)} kernel(s), 0.3-3 s each on 2 cores;"
+        " later runs load them from the cache"
+    )
+    return lines
+
+
+def _seconds(s: float) -> str:
+    return f"{s:,.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 def chunk_rows(job: Job, out: program.ChunkOut, only_feasible: bool):

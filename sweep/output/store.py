@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kernels import LIMITS
+from kernels.names import LIMITS
 from sweep.errors import InputError
 
 MANIFEST = "_manifest.json"

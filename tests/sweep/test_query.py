@@ -193,12 +193,6 @@ def test_best_per_p_and_ranking(small):
         assert {r["strategy"] for r in sub} == {r["strategy"] for r in table if r["p"] == p}
 
 
-def test_query_does_not_need_jax_and_knows_the_machine_parameters():
-    import kernels
-
-    assert query.MACHINE_PARAMS == kernels.SCALAR_PARAMS
-
-
 def test_open_gives_a_dataset_and_metadata(small):
     sw = sweep.open(small)
     assert isinstance(sw.dataset, ds.Dataset)

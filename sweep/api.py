@@ -1,0 +1,509 @@
+"""The Python API: every ``sweep`` command as a function that returns data and never prints.
+
+Each function is re-exported by :mod:`sweep` on first use (``sweep.estimate``,
+...), so ``import sweep`` stays quick and changes nothing in the process. The
+command line (:mod:`sweep.cli`) parses its options, calls one of these and
+prints the result. Bad input raises :class:`sweep.errors.InputError` (the CLI's
+one-line ``error: ...``, exit 2).
+
+Models and machines are given as a built-in name (``"resnet50"``, ``"abci"``),
+a path (a model ``.toml``/``.net``/``.net_sc``, a machine ``.toml``), or an object
+already loaded (:class:`~sweep.inputs.layers.Model`,
+:class:`~sweep.inputs.machines.MachineProfile`). ``set`` overrides machine
+parameters, as ``--set KEY=VALUE`` does: ``set={"inter_bandwidth_Bps": 25e9}``.
+
+JAX: a function that computes configures JAX when it starts
+(:func:`sweep.engine.backend.computation`: float64 or float32, the compilation
+cache of ``SWEEP_JAX_CACHE``, the CPU thread pool) and puts every JAX setting
+it changed back when it returns, so a call leaves ``jax_enable_x64`` as it found
+it. What stays is what JAX keeps per process anyway: its backends, once
+created, and compiled programs. Compiled programs this package keeps are
+bounded and keyed by everything they depend on, so they change no result:
+:data:`sweep.answers.codesign.PROGRAMS_KEPT` question shapes,
+:data:`sweep.answers.sensitivity.COMPILED_KEPT` gradient signatures,
+:data:`sweep.engine.cluster.CACHE_SIZE` chunk functions per Dask worker, and
+the kept traced programs of :mod:`sweep.engine.compiled` (held weakly, and on
+disk under the cache folder). Calls are not meant to run at once on several
+threads of one process (the JAX settings are process-wide).
+
+Examples (each function's docstring has more)::
+
+    import sweep
+
+    row = sweep.estimate("resnet50", "abci", "data", p=1024, b=32)
+    row["t_epoch_s"]                       # 7.92... s, as `sweep estimate --json` prints
+
+    table = sweep.evaluate("grids/sweeps/codesign-resnet50-1024.toml")   # a pyarrow.Table
+    summary = sweep.run("my.toml", "outputs/my", keep="pareto:t_epoch_s,p")
+    sw = sweep.open("outputs/my")
+    sw.pareto(["t_epoch_s", "p"])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweep.errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from sweep.answers.codesign import Answer, Target
+    from sweep.answers.query import Sweep
+    from sweep.engine.runstate import RunSummary, Shard
+    from sweep.inputs.configs import Bound
+    from sweep.inputs.grid import Plan, SweepSpec
+    from sweep.inputs.layers import Model
+    from sweep.inputs.machines import MachineProfile
+    from sweep.trust.report import Calibrated, Validation
+
+__all__ = [
+    "MAX_EVALUATE_POINTS",
+    "bind",
+    "calibrate",
+    "codesign",
+    "estimate",
+    "evaluate",
+    "open",
+    "plan",
+    "run",
+    "sensitivity",
+    "validate",
+]
+
+#: The most points :func:`evaluate` holds in memory (about 1 GB of float32 rows).
+MAX_EVALUATE_POINTS = 10_000_000
+
+Sets = Mapping[str, float | str] | None
+
+
+def bind(
+    model: str | Path | Model,
+    machine: str | Path | MachineProfile,
+    *,
+    set: Sets = None,
+    lc: str | None = None,
+) -> Bound:
+    """A model bound to a machine (with ``set`` overrides), loaded by name or path if need be.
+
+    >>> bound = sweep.api.bind("resnet50", "abci", set={"inter_bandwidth_Bps": 25e9})
+    """
+    from sweep.inputs.configs import Bound
+    from sweep.inputs.layers import Model
+    from sweep.inputs.machines import MachineProfile, load_machine
+    from sweep.inputs.models import load_model
+
+    base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
+    loaded = model if isinstance(model, Model) else load_model(model, lc=lc)
+    return Bound.of(loaded, base.with_overrides(dict(set or {})))
+
+
+def estimate(
+    model: str | Path | Model,
+    machine: str | Path | MachineProfile,
+    strategy: str,
+    *,
+    p: int,
+    b: int,
+    p2: int | None = None,
+    S: int | None = None,
+    set: Sets = None,
+    lc: str | None = None,
+) -> dict[str, Any]:
+    """Every output column of one configuration, in float64: ``sweep estimate --json``'s object.
+
+    ``p`` GPUs, ``b`` samples per data-parallel replica, ``p2`` a hybrid's group size
+    (default gpus_per_node), ``S`` a pipeline's micro-batches (default p).
+
+    >>> row = sweep.estimate("resnet50", "abci", "data", p=1024, b=32)
+    >>> round(row["t_epoch_s"], 2), round(row["t_comp_s"], 2)   # an epoch: 3.9 s of it computing
+    (7.92, 3.92)
+    """
+    from sweep.engine import backend
+    from sweep.engine.evaluate import estimate as one
+    from sweep.inputs.configs import check_strategy
+
+    check_strategy(strategy)
+    bound = bind(model, machine, set=set, lc=lc)
+    with backend.computation(x64=True):
+        return one(bound, strategy, p, b, p2, S)
+
+
+def load(spec: str | Path | Mapping | SweepSpec) -> SweepSpec:
+    """A sweep spec from a path, a shipped sweep's name, a parsed TOML document, or as is.
+
+    A document's relative paths resolve against the current folder.
+    """
+    from sweep.inputs.grid import SweepSpec, load_spec, parse_spec
+
+    if isinstance(spec, SweepSpec):
+        return spec
+    if isinstance(spec, Mapping):
+        # as TOML text too: a run's metadata keeps the spec's text, from which queries and
+        # sensitivities rebuild its models and machines
+        text = "".join(f"{key} = {_toml(value)}\n" for key, value in spec.items())
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise InputError(f"the spec is not a TOML document: {err}", "<spec>") from None
+        return parse_spec(doc, "<spec>", Path.cwd(), text)
+    return load_spec(spec)
+
+
+def _toml(value: Any) -> str:
+    """A spec value as inline TOML: strings, numbers, booleans, lists and tables of them."""
+    if hasattr(value, "tolist"):  # a NumPy array or scalar
+        value = value.tolist()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | Path):
+        return json.dumps(str(value))
+    if isinstance(value, int | float):
+        return (
+            repr(value)
+            if math.isfinite(value)
+            else ("nan" if value != value else f"{'-' if value < 0 else ''}inf")
+        )
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, Sequence):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    raise InputError(
+        f"a spec value must be text, a number or a list or table of them, got {value!r}", "<spec>"
+    )
+
+
+def plan(spec: str | Path | Mapping | SweepSpec) -> Plan:
+    """The spec expanded into jobs, models and machines loaded: ``sweep plan``'s data.
+
+    :func:`sweep.engine.runstate.describe_plan` gives its report.
+
+    >>> p = sweep.plan("paper-resnet50-vgg16")
+    >>> p.size, len(p.jobs)
+    """
+    from sweep.inputs.grid import plan as make_plan
+
+    return make_plan(load(spec))
+
+
+def evaluate(
+    spec: str | Path | Mapping | SweepSpec,
+    *,
+    x64: bool = False,
+    only_feasible: bool = False,
+    columns: Sequence[str] | None = None,
+    chunk: int | None = None,
+    max_points: int = MAX_EVALUATE_POINTS,
+) -> pa.Table:
+    """Every row of a small grid, evaluated in memory (no files): a :class:`pyarrow.Table` with
+    the rows and columns ``sweep run`` would write with the same options, in its order.
+
+    ``spec`` is a sweep file, a shipped sweep's name, or the spec as a dict (a parsed TOML
+    document). Float32 unless ``x64``. Grids over ``max_points`` (default
+    :data:`MAX_EVALUATE_POINTS`, 10 million) are refused: run them with :func:`run`.
+
+    >>> t = sweep.evaluate({"model": "resnet50", "machine": "abci", "strategies": ["data"],
+    ...                     "axes": {"p": [256, 1024], "b": [32]}})
+    >>> t.num_rows, t.column("t_epoch_s")[1]
+    """
+    from sweep.engine import backend, memory
+    from sweep.engine.runstate import RunOptions
+
+    size = _chunk(chunk)
+    the_plan = plan(spec)
+    memory.check_size(the_plan, max_points)  # before JAX starts
+    opts = RunOptions(
+        out=Path("."),
+        chunk=size,
+        x64=x64,
+        only_feasible=only_feasible,
+        columns=_columns(columns),
+    )
+    with backend.computation(x64=x64):
+        return memory.evaluate_plan(the_plan, opts, max_points)
+
+
+def run(
+    spec: str | Path | Mapping | SweepSpec,
+    out: str | Path | None = None,
+    *,
+    keep: str | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    x64: bool = False,
+    only_feasible: bool = False,
+    columns: Sequence[str] | None = None,
+    chunk: int | None = None,
+    shard: str | Shard | None = None,
+    dask: Any = None,
+    confirm: bool = False,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> RunSummary:
+    """Run a sweep into a Parquet dataset folder (``sweep run``); returns the run's summary.
+
+    ``out`` defaults to ``outputs/<spec name>``. ``keep`` is ``--keep``'s text
+    (``"pareto:t_epoch_s,p"``, ``"top:10:t_epoch_s"``); ``shard`` is ``"K/N"``; ``dask`` a
+    scheduler address, ``"local:N"`` or a ``distributed.Client``. Grids over 10^12 points
+    need ``confirm=True`` (``--yes``). ``progress(done, total, seconds)`` is called as
+    chunks finish. :meth:`RunSummary.lines` gives the command's report.
+
+    >>> summary = sweep.run("grids/sweeps/codesign-resnet50-1024.toml", "outputs/cd",
+    ...                     keep="pareto:t_epoch_s,p", overwrite=True)
+    >>> summary.rows, summary.folder
+    """
+    from sweep.engine import backend, index
+    from sweep.engine.run import run_sweep
+    from sweep.engine.runstate import RunOptions, Shard, parse_shard
+    from sweep.inputs.grid import CONFIRM_POINTS
+    from sweep.reduce.keep import parse_keep
+
+    if resume and overwrite:
+        raise InputError("give --resume (continue the folder's run) or --overwrite (start over), not both")
+    size = _chunk(chunk)
+    parts = parse_shard(shard) if isinstance(shard, str) else shard
+    if isinstance(dask, str) and not dask.strip():
+        raise InputError("--dask needs a scheduler address or local:N")
+    the_plan = plan(spec)
+    if the_plan.size > CONFIRM_POINTS and not confirm:
+        raise InputError(f"{the_plan.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
+    opts = RunOptions(
+        out=Path(out) if out else Path("outputs") / the_plan.spec.name,
+        chunk=size,
+        x64=x64,
+        keep=parse_keep(keep, index.numeric_columns(the_plan.jobs[0])),
+        only_feasible=only_feasible,
+        columns=_columns(columns),
+        resume=resume,
+        overwrite=overwrite,
+        shard=parts if isinstance(parts, Shard) else None,
+        dask=dask,
+    )
+    with backend.computation(x64=x64):
+        return run_sweep(the_plan, opts, progress)
+
+
+def open(path: str | Path) -> Sweep:
+    """Open a dataset folder written by ``sweep run`` (or one Parquet file) for queries; needs no JAX.
+
+    The result has ``.pareto``, ``.top``, ``.best`` and ``.where`` (each returns a
+    :class:`pyarrow.Table`), ``.count_rows``, ``.metadata`` and ``.dataset`` (a
+    :class:`pyarrow.dataset.Dataset`) for anything else.
+
+    >>> sw = sweep.open("outputs/paper-resnet50-vgg16")
+    >>> sw.pareto(["t_epoch_s", "gpu_hours"], where="model == 'resnet50'")
+    >>> sw.top("t_epoch_s", 5, per="strategy")
+    >>> sw.best(per="p", rank=True)
+    """
+    from sweep.answers.query import open_sweep
+
+    return open_sweep(path)
+
+
+def codesign(
+    model: str | Path | Model,
+    machine: str | Path | MachineProfile,
+    strategies: Sequence[str] | str,
+    param: str,
+    *,
+    p: Sequence[int] | int,
+    b: Sequence[int] | int | None = None,
+    B: Sequence[int] | int | None = None,
+    p2: Sequence[int] | int | None = None,
+    S: Sequence[int] | int | None = None,
+    target: str | Target | None = None,
+    beats: str | None = None,
+    metric: str = "t_epoch_s",
+    range: tuple[float, float] | None = None,
+    grid: int | None = None,
+    set: Sets = None,
+    lc: str | None = None,
+) -> list[Answer]:
+    """The value of machine parameter ``param`` at which a target starts to hold, one
+    :class:`~sweep.answers.codesign.Answer` per GPU count in ``p`` (``sweep codesign``).
+
+    ``beats``: the strategies' best configuration beats this rival's; ``target``: the best
+    meets e.g. ``"t_epoch_s <= 10"``; both may be given. ``b`` or ``B`` (global batches)
+    list the batches to choose from. ``Answer.threshold`` is the crossing,
+    ``Answer.to_json()`` what ``--json`` prints, and
+    :func:`sweep.answers.codesign.format_answer` the report.
+
+    >>> [a] = sweep.codesign("resnet50", "abci", "data+filter", "inter_bandwidth_Bps",
+    ...                      beats="data", p=1024, B=8192)
+    >>> a.threshold                      # B/s of inter-node bandwidth where data+filter wins
+    """
+    from sweep.answers import codesign as questions
+    from sweep.engine import backend
+
+    with backend.computation(x64=True):
+        return questions.codesign(
+            model, machine, strategies, param, p=p, b=b, B=B, p2=p2, S=S, target=target, beats=beats,
+            metric=metric, range=range, grid=grid or questions.GRID, lc=lc, set=set,
+        )  # fmt: skip
+
+
+def sensitivity(
+    source: Any = None,
+    *,
+    model: str | Path | Model | None = None,
+    machine: str | Path | MachineProfile | None = None,
+    strategy: str | None = None,
+    p: int | None = None,
+    b: int | None = None,
+    p2: int | None = None,
+    S: int | None = None,
+    set: Sets = None,
+    lc: str | None = None,
+    of: str = "t_epoch_s",
+    where: str | None = None,
+    max_rows: int | None = None,
+) -> pa.Table:
+    """Elasticities ``d ln t / d ln X`` of ``of`` (default t_epoch_s) for every machine
+    parameter X, by :func:`jax.grad` (``sweep sensitivity``): a table, one row per configuration,
+    with ``e_<X>`` columns and the ``lever`` that pays off most.
+
+    Either one configuration (``model``, ``machine``, ``strategy``, ``p``, ``b``) or every
+    row of a small sweep result ``source`` (a folder, a Parquet file, a :func:`open` result
+    or a table from :func:`evaluate` saved to Parquet), filtered by ``where``.
+
+    >>> t = sweep.sensitivity(model="resnet50", machine="abci", strategy="data", p=1024, b=32)
+    >>> t.column("lever")[0], t.column("e_inter_bandwidth_Bps")[0]
+    """
+    from sweep.answers import sensitivity as elasticities
+    from sweep.engine import backend
+
+    if source is None:
+        given = {"model": model, "machine": machine, "strategy": strategy, "p": p, "b": b}
+        missing = [f"--{k}" for k, v in given.items() if v is None]
+        if missing:
+            raise InputError(f"give DIR, or a configuration: missing {', '.join(missing)}")
+        if where:
+            raise InputError("--where needs DIR")
+        assert model is not None and machine is not None and strategy is not None
+        assert p is not None and b is not None
+        bound = bind(model, machine, set=set, lc=lc)
+        with backend.computation(x64=True):
+            return elasticities.sensitivity(bound, strategy, p, b, p2, S, of)
+    if model or machine or strategy or p or b or set:
+        raise InputError("give DIR or a configuration (--model ...), not both")
+    with backend.computation(x64=True):
+        return elasticities.sensitivities(
+            source, where=where, max_rows=elasticities.MAX_ROWS if max_rows is None else max_rows, metric=of
+        )
+
+
+def validate(
+    measured: str | Path,
+    machine: str | Path | MachineProfile | None = None,
+    *,
+    set: Sets = None,
+    strict: bool = False,
+    out: str | Path | None = None,
+    plot: str | Path | None = None,
+) -> Validation:
+    """Predicted against measured iteration time of every run of a measured-run CSV, in float64
+    (``sweep validate``). Each run is predicted on its ``machine`` column's profile, or on
+    ``machine`` for all. ``out`` writes the table (``.csv``/``.parquet``), ``plot`` a figure.
+
+    The result's ``summaries`` hold the mean accuracy per (model, strategy) and overall
+    (the last), ``lines()`` the report, ``warnings`` the rows skipped.
+
+    >>> v = sweep.validate("grids/measurements/abci_chainer_public.csv")
+    >>> v.summaries[-1].acc_mean         # mean symmetric accuracy over every run
+    """
+    from sweep.engine import backend
+    from sweep.trust import validation
+    from sweep.trust.report import Validation, read_runs
+
+    if out is not None and Path(out).suffix not in (".csv", ".parquet"):
+        raise InputError("-o must end in .csv or .parquet", str(out))
+    if plot is not None and Path(plot).suffix not in (".png", ".pdf", ".svg"):
+        raise InputError("--plot must end in .png, .pdf or .svg", str(plot))
+    meas, _, warnings = read_runs(measured, machine, set, strict)
+    with backend.computation(x64=True):
+        pred = validation.predict(meas)
+    result = Validation(meas, pred, validation.summarize(meas, pred.t_iter_s), warnings)
+    if out is not None:
+        result.written.append(validation.write_table(meas, pred.t_iter_s, out))
+    if plot is not None:
+        result.written.append(validation.plot(meas, pred.t_iter_s, plot))
+    return result
+
+
+def calibrate(
+    measured: str | Path,
+    machine: str | Path | MachineProfile,
+    *,
+    fit: str | Sequence[str] | None = None,
+    cv: str | int = 5,
+    name: str | None = None,
+    transfer: bool = True,
+    set: Sets = None,
+    strict: bool = False,
+    out: str | Path | None = None,
+) -> Calibrated:
+    """Fit machine parameters and per-strategy overheads to measured iteration times
+    (``sweep calibrate``): L-BFGS on the mean squared log error, gradients by :func:`jax.grad`,
+    in float64.
+
+    ``fit`` names the parameters (``"inter_bandwidth_Bps=1e9:1e11,overheads.data.all"``;
+    default: those the runs can identify); ``cv`` is a number of folds, ``"model"`` (leave
+    one model out) or 0. ``out`` writes the calibrated machine ``.toml``. The result's
+    ``profile`` is the calibrated machine (it goes wherever a machine does), ``lines()``
+    the report, ``toml()`` the file.
+
+    >>> c = sweep.calibrate("grids/measurements/abci_chainer_public.csv", "abci", cv=0)
+    >>> sweep.estimate("resnet50", c.profile, "data", p=64, b=32)["t_iter_s"]
+    """
+    from sweep.engine import backend
+    from sweep.trust.calibrate import calibrate as fit_runs
+    from sweep.trust.calibrate import parse_fit
+    from sweep.trust.report import Calibrated, check_toml_path, read_runs
+
+    folds = _cv(cv)
+    if out is not None:
+        check_toml_path(out)
+    meas, profile, warnings = read_runs(measured, machine, set, strict)
+    assert profile is not None
+    params = parse_fit(fit, profile) if fit else None
+    with backend.computation(x64=True):
+        cal = fit_runs(meas, profile, params, folds)
+    result = Calibrated(cal, meas, profile, str(measured), name, transfer, warnings)
+    if out is not None:
+        result.write(out)
+    return result
+
+
+def _cv(cv: str | int) -> str | int:
+    text = str(cv).strip()
+    if text == "model":
+        return text
+    try:
+        folds = int(text)
+    except ValueError:
+        raise InputError(f"--cv must be a number of folds, 'model' or 0, got '{cv}'") from None
+    if folds < 0 or folds == 1:
+        raise InputError(f"--cv needs 0 (none) or at least 2 folds, got {folds}")
+    return folds
+
+
+def _chunk(chunk: int | None) -> int:
+    from sweep.engine.index import MAX_CHUNK
+
+    if chunk is not None and not 1 <= chunk <= MAX_CHUNK:
+        raise InputError(f"--chunk must be in 1..{MAX_CHUNK}, got {chunk}")
+    return chunk or 0
+
+
+def _columns(columns: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    if columns is None:
+        return None
+    names = [columns] if isinstance(columns, str) else list(columns)
+    cols = tuple(c.strip() for n in names for c in n.split(",") if c.strip())
+    if not cols:
+        raise InputError(f"--columns names no column, got '{','.join(names)}'")
+    return cols

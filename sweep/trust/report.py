@@ -1,0 +1,242 @@
+"""The model against measured runs, as data and as the text ``sweep validate`` and ``sweep
+calibrate`` print: what :func:`sweep.validate` and :func:`sweep.calibrate` return.
+
+:func:`read_runs` reads a measured-run CSV and collects its warnings (rows
+skipped, runs predicted on another machine) instead of printing them;
+:class:`Validation` and :class:`Calibrated` hold a result with its report
+(``lines()``) and, for a calibration, the machine file (``toml()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sweep.errors import InputError
+from sweep.inputs.machines import MachineProfile, load_machine, to_toml
+from sweep.inputs.measured import Measurements, read_measurements
+from sweep.output import store
+from sweep.trust.calibrate import Calibration, transferred
+from sweep.trust.validation import Predictions, Summary, summarize, summary_lines, symmetric_accuracy
+
+
+def read_runs(
+    path: str | Path,
+    machine: str | Path | MachineProfile | None = None,
+    sets: Mapping[str, float | str] | None = None,
+    strict: bool = False,
+) -> tuple[Measurements, MachineProfile | None, list[str]]:
+    """The runs of a measured-run CSV, the machine they are all predicted on (None: each run's
+    own), and the warnings a reader should see (bad rows skipped, runs of another machine)."""
+    profile = None
+    if machine is not None:
+        base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
+        profile = base.with_overrides(dict(sets or {}))
+    elif sets:
+        raise InputError("--set needs --machine")
+    meas = read_measurements(path, machine=profile, strict=strict)
+    warnings = [f"{message} (row skipped)" for message in meas.messages()]
+    if meas.skipped:
+        warnings.append(f"{len(meas.skipped)} bad rows skipped; --strict makes them errors")
+    if profile is not None:
+        names = {profile.name, profile.measured_key}
+        other = sorted({r.machine for r in meas.runs if r.machine and r.machine not in names})
+        if other:
+            warnings.append(
+                f"runs measured on {', '.join(other)} are predicted on '{profile.name}' (--machine)"
+            )
+    return meas, profile, warnings
+
+
+@dataclass
+class Validation:
+    """Predicted against measured iteration time of every run (``sweep validate``)."""
+
+    measurements: Measurements
+    predictions: Predictions
+    #: Per (model, strategy), then ``all``.
+    summaries: list[Summary]
+    warnings: list[str] = field(default_factory=list)
+    #: Files written (the table, the plot), in that order.
+    written: list[Path] = field(default_factory=list)
+
+    def lines(self, rows: bool = True) -> list[str]:
+        """The report: one line per run (with ``rows``), then the summary table."""
+        out = [*self.row_lines(), ""] if rows else []
+        out += summary_lines(self.summaries)
+        infeasible = sum(1 for x in self.predictions.limit if x)
+        if infeasible:
+            out.append(
+                f"({infeasible} of {len(self.measurements.runs)} runs are infeasible in the model, e.g. over "
+                "its conservative memory estimate; their times are predicted all the same)"
+            )
+        return out
+
+    def row_lines(self) -> list[str]:
+        """A header, then per run: measured and predicted time, ratio and symmetric accuracy."""
+        lines = [
+            f"{'line':>5} {'model':<14} {'strategy':<13} {'p':>5} {'b':>5} {'p2':>3} {'S':>5} "
+            f"{'measured_s':>11} {'predicted_s':>11} {'ratio':>7} {'accuracy':>8}  limit"
+        ]
+        pred = self.predictions
+        for run, t_pred, limit in zip(self.measurements.runs, pred.t_iter_s, pred.limit, strict=True):
+            acc = float(symmetric_accuracy(t_pred, run.iter_time_s))
+            lines.append(
+                f"{run.line:>5} {run.model:<14} {run.strategy:<13} {run.p:>5} {run.b:>5} {run.p2:>3} "
+                f"{run.S:>5} {run.iter_time_s:>11.5g} {t_pred:>11.5g} {t_pred / run.iter_time_s:>7.3f} "
+                f"{acc:>8.3f}  {limit or '-'}"
+            )
+        return lines
+
+
+@dataclass
+class Calibrated:
+    """A calibration (``sweep calibrate``) with what its report and machine file need."""
+
+    calibration: Calibration
+    measurements: Measurements
+    #: The profile calibrated (with any ``--set`` overrides).
+    base: MachineProfile
+    #: The measured-run file, as named.
+    source: str
+    name: str | None = None
+    transfer: bool = True
+    warnings: list[str] = field(default_factory=list)
+    #: The machine file written, if any.
+    written: Path | None = None
+
+    @property
+    def profile(self) -> MachineProfile:
+        """The calibrated machine profile (what the machine file holds)."""
+        return self.calibration.profile(self.name, self.transfer)
+
+    @property
+    def moved(self) -> dict[str, str]:
+        """``pure -> hybrid``: pure strategies given a hybrid's fitted overheads."""
+        return transferred(self.base, self.calibration.fitted) if self.transfer else {}
+
+    def accuracies(self) -> dict[str, list[float]]:
+        """Mean symmetric accuracy per (model, strategy) then ``all``: calibrated on every run,
+        and held out (``cv-...``) when cross-validated."""
+        cal, meas = self.calibration, self.measurements
+        out = {"calibrated": [s.acc_mean for s in summarize(meas, cal.train_s)]}
+        if cal.cv_s is not None:
+            out[self.cv_label] = [s.acc_mean for s in summarize(meas, cal.cv_s)]
+        return out
+
+    @property
+    def cv_label(self) -> str:
+        return {"model": "cv-model"}.get(self.calibration.cv, f"cv-{self.calibration.cv}fold")
+
+    def lines(self) -> list[str]:
+        """The report: fitted values, parameters left out, overheads, accuracy before and after."""
+        cal, meas = self.calibration, self.measurements
+        problem, result = cal.problem, cal.fit
+        out = [f"calibrating '{self.base.name}' on {len(meas.runs)} runs of {self.source}"]
+        out.append(f"{'parameter':<36} {'start':>11} {'fitted':>11} {'bounds':>21}")
+        values = problem.values(result.logv)
+        for i, p in enumerate(problem.params):
+            if result.free[i]:
+                edge = "  at a bound" if result.at_bound[i] else ""
+                bounds = f"[{p.lo:.3g}, {p.hi:.3g}]"
+                out.append(f"{p.name:<36} {p.start:>11.4g} {values[p.name]:>11.4g} {bounds:>21}{edge}")
+        if cal.selection is not None:
+            by_reason: dict[str, list[str]] = {}
+            for pname, reason in cal.selection.reasons.items():
+                by_reason.setdefault(reason, []).append(pname)
+            out += [f"not fitted, {reason}: {', '.join(names)}" for reason, names in by_reason.items()]
+        fitted = self.profile
+        if fitted.overheads:
+            out.append("overheads per term (factors; per_iter_s and per_sample_s in seconds):")
+            for strategy, terms in fitted.overheads.items():
+                out.append(f"  {strategy:<13} " + "  ".join(f"{t} {v:.4g}" for t, v in terms.items()))
+        state = "converged" if result.converged else "stopped at the iteration limit"
+        out.append(
+            f"mean squared log error {result.loss:.4g} after {result.iterations} L-BFGS steps ({state})"
+        )
+        out.append("")
+        out.append(
+            "symmetric accuracy (acc columns: uncalibrated; then calibrated on every run, and held out)"
+        )
+        out += summary_lines(summarize(meas, cal.uncalibrated_s), self.accuracies())
+        out.append(self.accuracy_sentence())
+        out += [
+            f"note: {pure} takes the overheads fitted for {hybrid} (--no-transfer to leave it out)"
+            for pure, hybrid in self.moved.items()
+        ]
+        return out
+
+    def accuracy_sentence(self) -> str:
+        cal, n = self.calibration, len(self.measurements.runs)
+        acc = self.accuracies()
+        text = f"train accuracy {acc['calibrated'][-1]:.4f}"
+        if cal.cv_s is not None:
+            held = int(np.isfinite(cal.cv_s).sum())
+            what = "leave-one-model-out" if cal.cv == "model" else f"{cal.cv}-fold"
+            text += f"; {what} cross-validated accuracy {acc[self.cv_label][-1]:.4f} ({held} runs held out)"
+            if held < n:
+                text += f"; {n - held} runs could not be predicted (too few training runs)"
+        return text + " (mean symmetric accuracy)"
+
+    def toml(self) -> str:
+        """The calibrated machine file, its comments saying how it was made."""
+        cal, fitted = self.calibration, self.profile
+        acc = self.accuracies()
+        comments = [
+            f"{fitted.name}: '{self.base.name}' calibrated by `sweep calibrate` on "
+            f"{len(self.measurements.runs)} measured runs",
+            f"of {self.source}; fitted: {', '.join(cal.fitted)}.",
+            f"Train accuracy (mean symmetric, fitted runs): {acc['calibrated'][-1]:.4f}.",
+        ]
+        if cal.cv_s is not None:
+            comments.append(
+                f"Cross-validated accuracy ({cal.cv} folds, held out): {acc[self.cv_label][-1]:.4f}."
+            )
+        for pure, hybrid in self.moved.items():
+            comments.append(f"[overheads.{pure}] are those fitted for {hybrid} (not measured).")
+        notes = base_comments(self.base)
+        if notes:
+            comments += ["", f"Base profile {self.base.source}:", *notes]
+        comments.append("")
+        return to_toml(fitted, tuple(comments))
+
+    def write(self, path: str | Path) -> Path:
+        """Write :meth:`toml` to ``path`` (a ``.toml``), atomically."""
+        path = Path(path)
+        check_toml_path(path)
+        with store.written(path) as tmp:
+            tmp.write_text(self.toml())
+        self.written = path
+        return path
+
+
+def check_toml_path(path: str | Path) -> None:
+    """A machine file to write: a ``.toml`` in a folder that exists."""
+    path = Path(path)
+    if path.suffix != ".toml":
+        raise InputError("-o must end in .toml", str(path))
+    if not path.parent.is_dir():
+        raise InputError("no such folder", str(path.parent))
+
+
+def base_comments(profile: MachineProfile) -> list[str]:
+    """The leading ``#`` lines of the base machine file, if it can be read."""
+    import grids
+    from sweep.inputs.machines import builtin_names
+
+    path = grids.MACHINES / f"{profile.source}.toml" if profile.source in builtin_names() else None
+    if path is None:
+        path = Path(profile.source)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return []
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        out.append(line.lstrip("#").strip())
+    return out

@@ -1,0 +1,351 @@
+"""The Python API (:mod:`sweep.api`): each function against the command it stands behind (the CLI
+prints what the API returns), hand-computed values, and the promises of the module docstring:
+``import sweep`` changes nothing, a call puts JAX's settings back, nothing prints, and queries
+over an existing dataset never import JAX.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+import grids
+import sweep
+from sweep import api
+from sweep.cli.main import cli
+from sweep.errors import InputError
+from sweep.inputs.machines import load_machine
+from sweep.inputs.models import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(grids.MODELS / "tiny-cnn.toml")
+PUBLIC = str(grids.MEASUREMENTS / "abci_chainer_public.csv")
+#: A small grid: 3 strategies x p in {1, 4, 8} x b in {16, 32} on the shipped tiny CNN.
+SPEC = {
+    "name": "tiny",
+    "model": TINY,
+    "machine": "abci",
+    "strategies": ["serial", "data", "data+filter"],
+    "axes": {"p": [1, 4, 8], "b": [16, 32]},
+}
+
+
+@pytest.fixture()
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def cli_out(runner: CliRunner, *args: str) -> str:
+    result = runner.invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture()
+def x64_off():
+    """JAX's x64 mode off for the test (the suite runs with it on), put back after."""
+    jax.config.update("jax_enable_x64", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """:data:`SPEC` run to a dataset folder through the API."""
+    out = tmp_path_factory.mktemp("api") / "tiny"
+    api.run(SPEC, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------- import
+
+
+def python(code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_import_sweep_changes_nothing_and_imports_no_jax():
+    code = (
+        "import os, sys; env = dict(os.environ); import jax; x64 = jax.config.jax_enable_x64; "
+        "del sys.modules['jax']; import sweep; sweep.estimate; sweep.open; "
+        "print(dict(os.environ) == env, 'jax' in sys.modules, jax.config.jax_enable_x64 == x64)"
+    )
+    # jax imported first only to read its setting: dropped from sys.modules, it must not come back
+    assert python(code) == "True False True"
+
+
+def test_the_api_names_are_sweeps_attributes():
+    for name in api.__all__:
+        if name != "MAX_EVALUATE_POINTS":
+            assert getattr(sweep, name) is getattr(api, name)
+    with pytest.raises(AttributeError):
+        sweep.no_such_function  # noqa: B018
+
+
+# ------------------------------------------------------------------------------------- estimate
+
+
+def test_estimate_by_hand_serial():
+    # tiny-cnn forward FLOPs per sample: conv 2*3*16*9*32*32 = 884,736; relu 16*32*32 = 16,384;
+    # max pool 16*4*16*16 = 16,384; fc 2*16*10*16*16 = 81,920; sum 999,424, x3 for training =
+    # 2,998,272. With no weight update (wu_passes = 0) serial computes D * sum(t):
+    # 50,000 * 2,998,272 / 7.8e12 FLOP/s (abci, efficiency 1) = 0.0192196923... s.
+    row = api.estimate(TINY, "abci", "serial", p=1, b=32, set={"wu_passes": 0})
+    assert row["t_comp_s"] == pytest.approx(50_000 * 2_998_272 / 7.8e12, rel=1e-12)
+    assert row["t_comm_s"] == 0
+    assert row["iterations"] == math.ceil(50_000 / 32)  # 1,563
+    assert row["t_epoch_s"] == pytest.approx(row["t_comp_s"], rel=1e-12)
+
+
+def test_estimate_is_the_cli_json(runner):
+    args = ("--model", TINY, "--machine", "abci", "--strategy", "data+filter", "--p", "8", "--b", "16")
+    printed = json.loads(cli_out(runner, "estimate", *args, "--set", "inter_bandwidth_Bps=25e9", "--json"))
+    row = api.estimate(TINY, "abci", "data+filter", p=8, b=16, set={"inter_bandwidth_Bps": 25e9})
+    assert row == printed
+    # loaded objects give the same row as names and paths
+    loaded = api.estimate(load_model(TINY), load_machine("abci"), "data+filter", p=8, b=16,
+                          set={"inter_bandwidth_Bps": 25e9})  # fmt: skip
+    assert loaded == row
+    # data: 8 GPUs x 16 samples = 128 an iteration, ceil(50,000 / 128) = 391 iterations
+    data = api.estimate(TINY, "abci", "data", p=8, b=16)
+    assert data["iterations"] == 391
+
+
+def test_estimate_refuses_bad_input():
+    with pytest.raises(InputError, match="strategy"):
+        api.estimate(TINY, "abci", "no-such", p=1, b=1)
+    with pytest.raises(InputError):
+        api.estimate(TINY, "abci", "data", p=8, b=16, set={"no_such_param": 1.0})
+
+
+@pytest.mark.usefixtures("x64_off")
+def test_calls_put_x64_back():
+    api.estimate(TINY, "abci", "data", p=8, b=16)
+    assert jax.config.jax_enable_x64 is False
+    api.evaluate(SPEC, x64=True)
+    assert jax.config.jax_enable_x64 is False
+    api.sensitivity(model=TINY, machine="abci", strategy="data", p=8, b=16)
+    assert jax.config.jax_enable_x64 is False
+    api.codesign(TINY, "abci", "data", "efficiency", p=8, b=16, target="t_epoch_s <= 1", grid=64)
+    assert jax.config.jax_enable_x64 is False
+
+
+def test_the_library_functions_put_x64_back_too(x64_off):
+    from sweep.answers import codesign, sensitivity
+
+    bound = api.bind(TINY, "abci")
+    sensitivity.sensitivity(bound, "data", 8, 16)
+    assert jax.config.jax_enable_x64 is False
+    codesign.solve(bound, codesign.Question(("data",), "efficiency", 8, b=(16,), target=codesign.parse_target("t_epoch_s <= 1"), grid=64))  # fmt: skip
+    assert jax.config.jax_enable_x64 is False
+
+
+def test_no_state_carries_from_one_call_to_the_next():
+    plain = api.estimate(TINY, "abci", "data", p=8, b=16)
+    assert api.estimate(TINY, "abci", "data", p=8, b=16, set={"inter_bandwidth_Bps": 1e9}) != plain
+    assert api.estimate(TINY, "abci", "data", p=8, b=16) == plain
+    f32, f64 = api.evaluate(SPEC), api.evaluate(SPEC, x64=True)
+    assert api.evaluate(SPEC).equals(f32)
+    assert f64.schema.field("t_epoch_s").type == pa.float64()
+    assert f32.column("t_epoch_s").to_pylist() == pytest.approx(f64.column("t_epoch_s").to_pylist(), rel=1e-6)
+
+
+def test_estimate_leaves_x64_on_when_it_was_on():
+    api.estimate(TINY, "abci", "data", p=8, b=16)
+    assert jax.config.jax_enable_x64 is True
+
+
+# ------------------------------------------------------------------------------------- grids
+
+
+def test_evaluate_is_what_run_writes(folder):
+    table = api.evaluate(SPEC)
+    written = api.open(folder).to_table()
+    assert table.column_names == written.column_names
+    assert table.to_pylist() == written.to_pylist()
+    plan = api.plan(SPEC)
+    assert table.num_rows == plan.size
+
+
+def test_evaluate_counts_by_hand_and_takes_options():
+    table = api.evaluate(SPEC)
+    # serial uses b only (2 rows); data and data+filter use p x b (3 x 2 = 6 rows each)
+    counts = {s: table.column("strategy").to_pylist().count(s) for s in SPEC["strategies"]}
+    assert counts == {"serial": 2, "data": 6, "data+filter": 6}
+    assert table.schema.field("t_epoch_s").type == pa.float32()
+    wide = api.evaluate(SPEC, x64=True, columns=["strategy", "p", "t_epoch_s", "feasible"])
+    assert wide.column_names == ["strategy", "p", "t_epoch_s", "feasible"]
+    assert wide.schema.field("t_epoch_s").type == pa.float64()
+    feasible = api.evaluate(SPEC, only_feasible=True)
+    assert feasible.num_rows == sum(table.column("feasible").to_pylist())
+
+
+def test_evaluate_matches_estimate_row_by_row():
+    table = api.evaluate(SPEC, x64=True)
+    for row in table.to_pylist()[:6]:
+        one = api.estimate(TINY, "abci", row["strategy"], p=row["p"], b=row["b"])
+        assert row["t_epoch_s"] == pytest.approx(one["t_epoch_s"], rel=1e-12)
+
+
+def test_evaluate_refuses_a_large_grid_before_computing():
+    with pytest.raises(InputError, match="over 5 for an evaluation in memory"):
+        api.evaluate(SPEC, max_points=5)
+    # 2 x 8,192 x 1,024 + 1,024 = 16,778,240 points
+    big = {**SPEC, "axes": {"p": list(range(1, 8193)), "b": list(range(1, 1025))}}
+    with pytest.raises(InputError, match="10,000,000"):
+        api.evaluate(big)
+
+
+def test_run_summary_and_its_report(folder, tmp_path):
+    summary = api.run(SPEC, tmp_path / "again", keep="pareto:t_epoch_s,p")
+    assert summary.folder == tmp_path / "again" and summary.reduced
+    front = api.open(tmp_path / "again").to_table()
+    assert summary.rows == front.num_rows
+    assert api.open(folder).pareto(["t_epoch_s", "p"]).num_rows == front.num_rows
+    lines = summary.lines(timings=True)
+    assert lines[0].startswith(f"{summary.rows:,} rows written to {summary.folder} ")
+    assert lines[-1].startswith("timings: ")
+    with pytest.raises(InputError, match="not both"):
+        api.run(SPEC, tmp_path / "x", resume=True, overwrite=True)
+
+
+def test_plan_report_by_hand():
+    from sweep.engine.runstate import describe_plan
+
+    lines = describe_plan(api.plan(SPEC))
+    assert lines[0] == "sweep 'tiny': 3 jobs, 14 points"  # 2 + 6 + 6
+
+
+# ------------------------------------------------------------------------------------- queries
+
+
+def test_open_where_and_the_queries(folder):
+    sw = api.open(folder)
+    rows = sw.where("p == 4 and strategy == 'data'").to_pylist()
+    assert [(r["p"], r["b"]) for r in rows] == [(4, 16), (4, 32)]
+    every = sw.where().to_pylist()
+    fastest = min((r for r in every if r["feasible"]), key=lambda r: r["t_epoch_s"])
+    assert sw.best(per=[]).to_pylist()[0]["t_epoch_s"] == fastest["t_epoch_s"]
+    top = sw.top("t_epoch_s", 2, per="strategy")
+    assert top.num_rows == 6
+
+
+def test_queries_and_help_never_import_jax(folder):
+    for args in (
+        ["pareto", str(folder), "--min", "t_epoch_s", "--min", "p"],
+        ["top", str(folder), "--by", "t_epoch_s", "-k", "3"],
+        ["best", str(folder), "--per", "p", "--rank"],
+        ["--help"],
+        ["pareto", "--help"],
+    ):
+        code = (
+            "import sys\nfrom sweep.cli.main import main\n"
+            f"sys.argv = ['sweep', *{args!r}]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('JAX', 'jax' in sys.modules, any(m.startswith('kernels.') and m != 'kernels.names' "
+            "for m in sys.modules))"
+        )
+        last = python(code).splitlines()[-1]
+        assert last == "JAX False False", (args, last)
+
+
+# ------------------------------------------------------------------------------------- the rest
+
+
+def test_codesign_is_the_cli_json(runner):
+    args = ["--model", TINY, "--machine", "abci", "--param", "efficiency", "--strategy", "data",
+            "--p", "4,8", "--b", "16,32", "--target", "t_epoch_s <= 0.01", "--grid", "64"]  # fmt: skip
+    printed = [json.loads(line) for line in cli_out(runner, "codesign", *args, "--json").splitlines()]
+    answers = api.codesign(TINY, "abci", "data", "efficiency", p=[4, 8], b=[16, 32], target="t_epoch_s <= 0.01", grid=64)  # fmt: skip
+    assert [a.to_json() for a in answers] == printed
+    assert len(answers) == 2
+
+
+def test_codesign_threshold_by_hand():
+    # serial with wu_passes = 0 is pure compute: t_epoch = 0.0192196923 s / efficiency (see
+    # test_estimate_by_hand_serial), so t_epoch <= 0.04 holds for efficiency >= 0.0192196923 / 0.04
+    [answer] = api.codesign(TINY, "abci", "serial", "efficiency", p=1, b=32, target="t_epoch_s <= 0.04",
+                            set={"wu_passes": 0}, grid=256)  # fmt: skip
+    assert answer.threshold == pytest.approx(50_000 * 2_998_272 / 7.8e12 / 0.04, rel=1e-9)
+
+
+def test_sensitivity_is_the_cli_json(runner, folder):
+    args = ["--model", TINY, "--machine", "abci", "--strategy", "data", "--p", "8", "--b", "16"]
+    printed = json.loads(cli_out(runner, "sensitivity", *args, "--json"))
+    table = api.sensitivity(model=TINY, machine="abci", strategy="data", p=8, b=16)
+    row = table.to_pylist()[0]
+    assert set(printed) == set(row)
+    for k, v in printed.items():
+        assert (v is None and not math.isfinite(row[k])) or row[k] == v, k
+    # serial compute only: t = D * sum(t) / (gpu_flops * efficiency): elasticity -1 to gpu_flops
+    serial = api.sensitivity(model=TINY, machine="abci", strategy="serial", p=1, b=32, set={"wu_passes": 0})
+    assert serial.column("e_gpu_flops")[0].as_py() == pytest.approx(-1.0, rel=1e-12)
+    rows = api.sensitivity(folder, where="strategy == 'data'")
+    assert rows.num_rows == 6
+    with pytest.raises(InputError, match="not both"):
+        api.sensitivity(folder, model=TINY)
+
+
+def test_validate_is_the_cli_report(runner, tmp_path):
+    printed = cli_out(runner, "validate", PUBLIC, "--summary").splitlines()
+    result = api.validate(PUBLIC)
+    assert result.lines(rows=False) == printed
+    assert result.summaries[-1].model == "all"
+    assert result.summaries[-1].n == len(result.measurements.runs)
+    out = api.validate(PUBLIC, out=tmp_path / "v.csv")
+    assert out.written == [tmp_path / "v.csv"] and (tmp_path / "v.csv").is_file()
+
+
+def test_calibrate_is_the_cli_report(runner, tmp_path):
+    args = [PUBLIC, "--machine", "abci", "--fit", "overheads.data.all", "--cv", "0"]
+    printed = cli_out(runner, "calibrate", *args).splitlines()
+    result = api.calibrate(PUBLIC, "abci", fit="overheads.data.all", cv=0)
+    assert [*result.lines(), "(no -o: no machine file written)"] == printed
+    written = api.calibrate(PUBLIC, "abci", fit="overheads.data.all", cv=0, out=tmp_path / "fit.toml")
+    assert written.written == tmp_path / "fit.toml"
+    again = load_machine(str(tmp_path / "fit.toml"))
+    assert again.name == "abci-calibrated"
+    assert again.overheads["data"] == pytest.approx(result.profile.overheads["data"])
+
+
+def test_nothing_prints(capsys, folder, tmp_path):
+    api.estimate(TINY, "abci", "data", p=8, b=16)
+    api.evaluate(SPEC)
+    api.run(SPEC, tmp_path / "quiet")
+    sw = api.open(folder)
+    sw.pareto(["t_epoch_s", "p"]), sw.top("t_epoch_s", 1), sw.best(), sw.where("p == 1")
+    api.codesign(TINY, "abci", "data", "efficiency", p=8, b=16, target="t_epoch_s <= 1", grid=64)
+    api.sensitivity(model=TINY, machine="abci", strategy="data", p=8, b=16)
+    api.validate(PUBLIC)
+    api.calibrate(PUBLIC, "abci", fit="overheads.data.all", cv=0)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_the_readme_notebook_calls_are_real_signatures():
+    import inspect
+
+    text = (ROOT / "README.md").read_text()
+    assert "sweep.estimate(model, machine, strategy, *, p, b, p2=None, S=None, set=None)" in text
+    params = inspect.signature(api.estimate).parameters
+    assert [k for k in params][:8] == ["model", "machine", "strategy", "p", "b", "p2", "S", "set"]
+    assert {"keep", "resume"} <= set(inspect.signature(api.run).parameters)
+    from sweep.answers.query import Sweep
+
+    assert all(callable(getattr(Sweep, m, None)) for m in ("pareto", "top", "best", "where"))
