@@ -208,10 +208,17 @@ def run(
     wall = time.perf_counter() - started
     what = f"shard {shard}: " if shard else ""
     kept = "kept (this shard's front or top-k) in" if shard and keep.reduces else "written to"
+    if summary.compile_s is None:  # a Dask run: the workers compile
+        speed = f"{summary.points_per_s:,.0f} points/s after start-up"
+    else:
+        speed = (
+            f"programs ready in {summary.compile_s:.2f} s, evaluation {summary.evaluate_s:.2f} s at "
+            f"{summary.evaluate_points_per_s:,.0f} points/s"
+        )
     click.echo(
         f"{what}{summary.rows:,} rows {kept} {summary.folder} ({summary.points:,} points evaluated "
-        f"in {wall:.2f} s, {summary.points / wall if wall else 0:,.0f} points/s; "
-        f"{summary.points_per_s:,.0f} points/s after start-up; on {summary.devices})"
+        f"in {wall:.2f} s, {summary.points / wall if wall else 0:,.0f} points/s; {speed}; "
+        f"on {summary.devices})"
     )
     if shard:
         click.echo(f"when all {shard.n} shards are done: sweep merge {summary.folder}")

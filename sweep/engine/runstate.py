@@ -169,7 +169,26 @@ class RunSummary:
 
     @property
     def points_per_s(self) -> float:
+        """Points per second of the whole run after start-up, compilation included."""
         return self.points / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def compile_s(self) -> float | None:
+        """Seconds the jobs' programs took to make ready (trace, lower, compile or load from the
+        caches), on the threads that prepare them; None where unknown (a Dask run)."""
+        return self.timings.prepare if self.timings is not None else None
+
+    @property
+    def evaluate_s(self) -> float:
+        """Seconds of the run less the main thread's waits for programs: evaluation alone
+        (compilation that overlapped evaluation is not counted twice)."""
+        waited = self.timings.programs if self.timings is not None else 0.0
+        return max(self.seconds - waited, 0.0)
+
+    @property
+    def evaluate_points_per_s(self) -> float:
+        """Points per second of evaluation alone (:attr:`evaluate_s`)."""
+        return self.points / self.evaluate_s if self.evaluate_s > 0 else float("inf")
 
 
 class DoneChunks:
