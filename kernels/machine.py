@@ -52,11 +52,8 @@ def inter_levels(name: str, value, levels):
 
 
 def with_params(machine: Machine, **values) -> Machine:
-    """Override scalar parameters, traceably (docs/model.md §8).
-
-    ``inter_bandwidth_Bps`` sets every inter level; ``inter_alpha_s`` sets the
-    first level and deeper levels keep their extra latency over it.
-    """
+    """Override scalar parameters, traceably (docs/model.md §8); the inter-level ones set
+    the levels as :func:`inter_levels` says."""
     out = machine._asdict()
     for name, value in values.items():
         if name in INTER_PARAMS:
