@@ -212,7 +212,7 @@ def run(
         speed = f"{summary.points_per_s:,.0f} points/s after start-up"
     else:
         speed = (
-            f"programs ready in {summary.compile_s:.2f} s, evaluation {summary.evaluate_s:.2f} s at "
+            f"compiling {summary.compile_s:.2f} s, evaluating {summary.evaluate_s:.2f} s at "
             f"{summary.evaluate_points_per_s:,.0f} points/s"
         )
     click.echo(

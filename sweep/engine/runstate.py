@@ -174,16 +174,15 @@ class RunSummary:
 
     @property
     def compile_s(self) -> float | None:
-        """Seconds the jobs' programs took to make ready (trace, lower, compile or load from the
-        caches), on the threads that prepare them; None where unknown (a Dask run)."""
-        return self.timings.prepare if self.timings is not None else None
+        """Seconds of the run spent waiting for jobs' programs (traced, compiled or loaded from
+        the caches on other threads, :attr:`Timings.programs`); None where unknown (a Dask run).
+        Compilation that overlapped evaluation is not in it."""
+        return self.timings.programs if self.timings is not None else None
 
     @property
     def evaluate_s(self) -> float:
-        """Seconds of the run less the main thread's waits for programs: evaluation alone
-        (compilation that overlapped evaluation is not counted twice)."""
-        waited = self.timings.programs if self.timings is not None else 0.0
-        return max(self.seconds - waited, 0.0)
+        """Seconds of the run less :attr:`compile_s`: evaluation alone."""
+        return max(self.seconds - (self.compile_s or 0.0), 0.0)
 
     @property
     def evaluate_points_per_s(self) -> float:
