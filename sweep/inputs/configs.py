@@ -1,5 +1,7 @@
-"""Rules of a configuration, one home each: which axes a strategy uses, the defaults of
-p2 and S, and a model bound to a machine profile."""
+"""Rules of a configuration, one home each (docs/model.md §2): which axes a strategy uses,
+the defaults of p2 and S (:func:`defaults`), whether a hybrid's p2 fits p (:func:`p2_fits`),
+the columns a strategy writes (:func:`own_values`), a configuration a user gave checked and
+completed (:func:`resolve`), and a model bound to a machine profile (:class:`Bound`)."""
 
 from __future__ import annotations
 
