@@ -108,10 +108,10 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     machine_axes = job.machine_axes
     point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
     hybrid = job.strategy in HYBRIDS
-    fixed = dict(job.bound.profile.overrides)
+    fixed = job.bound.profile.override_values(dtype)
 
     def one(net, machine, at):
-        machine = override(machine, {k: jnp.asarray(v, dtype) for k, v in fixed.items()})
+        machine = override(machine, fixed)
         swept = tuple(at[k][0].astype(dtype) for k in machine_axes)
         m_eff = override(machine, dict(zip(machine_axes, swept, strict=True)))
         p = at["p"][0].astype(dtype) if "p" in at else jnp.asarray(1, dtype)
@@ -137,8 +137,8 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
     """A jitted ``f(net, machine, values, info, n_real, known) -> ChunkOut`` and its compaction size.
 
     ``mask`` marks the rows to keep: real (not padding), a configuration the
-    strategy can take (hybrids skip p2 not dividing p, :func:`~sweep.inputs.configs.p2_fits`), and, for a ``keep``
-    reduction, a candidate. ``known`` (:func:`known_front`) is read by a Pareto
+    strategy can take (a hybrid's p2 must fit p: :func:`~sweep.inputs.configs.p2_fits`),
+    and, for a ``keep`` reduction, a candidate. ``known`` (:func:`known_front`) is read by a Pareto
     reduction of two objectives only: points of a front found before, which
     drop the rows they dominate (see :func:`pareto_2d`).
 
