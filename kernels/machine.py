@@ -34,18 +34,30 @@ class Machine(NamedTuple):
     inter_bandwidth_Bps: Array  # [L]
 
 
-def with_params(machine: Machine, **values) -> Machine:
-    """Override scalar parameters, traceably (docs/model.md §8).
+#: The scalar parameters that set a machine's per-level inter-node arrays.
+INTER_PARAMS = ("inter_alpha_s", "inter_bandwidth_Bps")
 
-    ``inter_bandwidth_Bps`` sets every inter level; ``inter_alpha_s`` sets the
-    first level and deeper levels keep their extra latency over it.
+
+def inter_levels(name: str, value, levels):
+    """The per-level array of ``name`` after a scalar override (docs/model.md §8).
+
+    ``inter_bandwidth_Bps`` sets every level; ``inter_alpha_s`` sets the first
+    level and deeper levels keep their extra latency over it. Plain array
+    arithmetic, so numpy arrays (a profile written back to a file) and traced
+    arrays (a swept axis) follow the same rule.
     """
+    if name == "inter_bandwidth_Bps":
+        return levels * 0 + value
+    return value + (levels - levels[..., :1])
+
+
+def with_params(machine: Machine, **values) -> Machine:
+    """Override scalar parameters, traceably (docs/model.md §8); the inter-level ones set
+    the levels as :func:`inter_levels` says."""
     out = machine._asdict()
     for name, value in values.items():
-        if name == "inter_bandwidth_Bps":
-            out[name] = jnp.full_like(machine.inter_bandwidth_Bps, 0) + value
-        elif name == "inter_alpha_s":
-            out[name] = value + (machine.inter_alpha_s - machine.inter_alpha_s[..., :1])
+        if name in INTER_PARAMS:
+            out[name] = inter_levels(name, value, out[name])
         elif name in out:
             out[name] = jnp.asarray(value)
         else:

@@ -43,7 +43,18 @@ from kernels import SCALAR_PARAMS, Config
 from sweep.engine import backend
 from sweep.engine.evaluate import RESULT_COLUMNS, point_fn, row_dict
 from sweep.errors import InputError
-from sweep.inputs.configs import HYBRIDS, PIPELINE, Bound, Overheads, check_strategy, frozen_overheads
+from sweep.inputs.configs import (
+    HYBRIDS,
+    PIPELINE,
+    Bound,
+    Overheads,
+    check_strategy,
+    default_p2,
+    defaults,
+    frozen_overheads,
+    own_values,
+    p2_fits,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sweep.inputs.layers import Model
@@ -195,19 +206,19 @@ def check_param(name: str) -> str:
 
 def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
     """``[n, 4]`` float64 (p, b, p2, S) rows of one strategy at ``q.p``; hybrids keep p2 | p."""
-    gpn = int(bound.profile.value("gpus_per_node"))
+    gpn = default_p2(bound.profile)
     p = q.p
-    p2s = (q.p2 or (gpn,)) if strategy in HYBRIDS else (1,)
-    Ss = (q.S or (p,)) if strategy == PIPELINE else (p,)
+    p2s = (q.p2 or (None,)) if strategy in HYBRIDS else (None,)
+    Ss = (q.S or (None,)) if strategy == PIPELINE else (None,)
     rows = []
-    for p2 in p2s:
-        if strategy in HYBRIDS and (p2 < 1 or p % p2 or p < p2):
-            continue
-        p1 = p if strategy == "data" else (p // p2 if strategy in HYBRIDS else 1)
-        bs = [big // p1 for big in q.B if big % p1 == 0 and big >= p1] if q.B else list(q.b or ())
-        for b in bs:
-            for S in Ss:
-                rows.append((p, b, p2 if strategy in HYBRIDS else gpn, S))
+    for given_p2 in p2s:
+        for given_S in Ss:
+            p2, S = defaults(p, given_p2, given_S, gpn)
+            if strategy in HYBRIDS and not p2_fits(p, p2):
+                continue
+            p1 = own_values(strategy, p, 1, p2, S).p1
+            bs = [big // p1 for big in q.B if big % p1 == 0 and big >= p1] if q.B else list(q.b or ())
+            rows += [(p, b, p2, S) for b in bs]
     return np.asarray(sorted(set(rows)), dtype=np.float64).reshape(-1, 4)
 
 
@@ -306,7 +317,7 @@ class _Problem:
     """One question's inputs as float64 device arrays, and its (shared) compiled programs."""
 
     def __init__(self, bound: Bound, q: Question, log: bool):
-        fixed = {k: v for k, v in bound.profile.overrides.items() if k != q.param}
+        fixed = bound.profile.override_values(np.float64, skip=(q.param,))
         self.shape = _Shape(
             q.strategies,
             q.beats,

@@ -30,11 +30,21 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 
-from kernels import SCALAR_PARAMS, STRATEGIES, Config, with_params
+from kernels import SCALAR_PARAMS, STRATEGIES, Config
 from sweep.engine import backend
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
-from sweep.inputs.configs import Bound, Overheads, default_p2, frozen_overheads, resolve_config
+from sweep.inputs.configs import (
+    HYBRIDS,
+    PIPELINE,
+    Bound,
+    Overheads,
+    default_p2,
+    defaults,
+    frozen_overheads,
+    resolve_config,
+)
+from sweep.inputs.machines import override
 
 #: Parameters without a derivative, and why.
 SKIPPED = {
@@ -59,13 +69,12 @@ def _metric_fn(strategy: str, swept: Sequence[str], metric: str, overheads: Over
     point = point_fn(strategy, (), overheads={k: dict(v) for k, v in overheads} or None)
 
     def f(s, net, machine, cfg, values):
-        if swept:
-            machine = with_params(machine, **dict(zip(swept, values, strict=True)))
+        machine = override(machine, dict(zip(swept, values, strict=True)))
         base = {
             name: (machine.inter_alpha_s[0] if name == "inter_alpha_s" else getattr(machine, name))
             for name in PARAMS
         }
-        scaled = with_params(machine, **{n: base[n] * jnp.exp(s[i]) for i, n in enumerate(PARAMS)})
+        scaled = override(machine, {n: base[n] * jnp.exp(s[i]) for i, n in enumerate(PARAMS)})
         cost, derived = point(net, scaled, cfg, ())
         return {**cost._asdict(), **derived._asdict()}[metric]
 
@@ -81,7 +90,7 @@ def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s"
         zero = jnp.zeros(len(PARAMS), dtype=jnp.float64)
         t, dt = value_and_grad(zero, net, machine, cfg, values)
         e = jnp.where(t != 0, dt / t, jnp.nan)
-        machine_eff = with_params(machine, **dict(zip(swept, values, strict=True))) if swept else machine
+        machine_eff = override(machine, dict(zip(swept, values, strict=True)))
         limit = STRATEGIES[strategy](net, machine_eff, cfg).limit
         return t, e, limit
 
@@ -132,12 +141,13 @@ def sensitivity(
 
 
 def _one(bound: Bound, strategy: str, p: int, b: int, p2: int | None, S: int | None, metric: str) -> pa.Table:
-    p2, S = resolve_config(bound.profile, strategy, p, b, p2, S)
-    overrides = dict(bound.profile.overrides)
+    # a library call may pass every axis; the CLI's estimate is the one that warns of unused ones
+    p2, S = resolve_config(bound.profile, strategy, p, b, p2, S, warn=False)
+    overrides = bound.profile.override_values(np.float64)
     names = tuple(overrides)
     g = _compiled(strategy, names, metric, False, frozen_overheads(bound.profile))
     cfg = Config(*(jnp.asarray(v, jnp.float64) for v in (p, b, p2, S)))
-    values = tuple(jnp.asarray(overrides[k], jnp.float64) for k in names)
+    values = tuple(jnp.asarray(v) for v in overrides.values())
     machine = _f64(bound.profile.pytree(np.float64))
     t, e, limit = g(_f64(bound.net), machine, cfg, values)
     ident: dict[str, list] = {
@@ -249,9 +259,14 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
 
     p = col("p", 1)
     b = col("b", 1)
-    p2 = col("p2", gpn) if strategy in ("data+filter", "data+spatial") else np.full(n, float(gpn))
-    S = col("S", 1) if strategy == "pipeline" else p
-    fixed = {k: v for k, v in bound.profile.overrides.items() if k not in swept}
+    given = {k: col(k, 1) if k in sub.column_names else None for k in ("p2", "S")}
+    p2, S = defaults(
+        p,
+        given["p2"] if strategy in HYBRIDS else None,
+        given["S"] if strategy == PIPELINE else None,
+        np.full(n, float(gpn)),
+    )
+    fixed = bound.profile.override_values(np.float64, skip=swept)
     names = (*swept, *fixed)
     values = [col(k, 0) for k in swept] + [np.full(n, v) for v in fixed.values()]
     g = _compiled(strategy, tuple(names), metric, True, frozen_overheads(bound.profile))

@@ -82,12 +82,21 @@ MAX_PROGRAMS = 512
 def code_digest() -> str:
     """SHA-256 of the source of the ``kernels`` and ``sweep`` packages, every ``.py`` file."""
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parents[1]
-    for package in ("kernels", "sweep"):
-        for path in sorted((root / package).rglob("*.py")):
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
+    for path in source_files():
+        digest.update(path.relative_to(SOURCE_ROOT).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+#: The folder holding the ``kernels`` and ``sweep`` packages.
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def source_files() -> list[Path]:
+    """Every ``.py`` file of the ``kernels`` and ``sweep`` packages: what :func:`code_digest` reads."""
+    return [
+        path for package in ("kernels", "sweep") for path in sorted((SOURCE_ROOT / package).rglob("*.py"))
+    ]
 
 
 def folder() -> Path | None:

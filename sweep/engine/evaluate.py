@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from kernels import LIMITS, SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive, with_params
+from kernels import LIMITS, SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
 from kernels.terms import scale_terms
 from sweep.inputs.configs import Bound, resolve_config
+from sweep.inputs.machines import override
 
 #: Integer-valued configuration columns.
 CONFIG_COLUMNS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
@@ -43,7 +44,7 @@ def point_fn(
     """``f(net, machine, cfg, values) -> (Cost, Derived)`` for one configuration.
 
     ``values`` is a tuple of the swept machine parameters, in the order of
-    ``swept``, applied with :func:`kernels.with_params`. ``overheads`` is a
+    ``swept``, applied with :func:`sweep.inputs.machines.override`. ``overheads`` is a
     profile's ``strategy -> {term: value}`` table (:attr:`MachineProfile.overheads`):
     factors on ``compute``, ``allreduce``, ``allgather``, ``halo``, ``p2p`` and
     additive seconds ``per_iter_s``, ``per_sample_s``. The entry of ``strategy``,
@@ -54,8 +55,7 @@ def point_fn(
     factors = dict((overheads or {}).get(strategy, {}))
 
     def f(net: Net, machine, cfg: Config, values: tuple) -> tuple[Cost, Derived]:
-        if swept:
-            machine = with_params(machine, **dict(zip(swept, values, strict=True)))
+        machine = override(machine, dict(zip(swept, values, strict=True)))
         cost = kernel(net, machine, cfg)
         if factors:
             cost = scale_terms(cost, **factors)
@@ -79,16 +79,15 @@ def estimate(
     """
     profile = bound.profile
     p2, S = resolve_config(profile, strategy, p, b, p2, S)
-    overrides = dict(profile.overrides)
-    names = tuple(overrides)
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
+    overrides = profile.override_values(dtype)
+    names = tuple(overrides)
     # one compile beats ~1 s of eager dispatch
     f = jax.jit(point_fn(strategy, names, overheads=profile.overheads))
     machine = profile.pytree(dtype)
     cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S)))
-    values = tuple(jnp.asarray(overrides[k], dtype) for k in names)
-    cost, derived = f(bound.net, machine, cfg, values)
-    return row_dict(bound, strategy, cost, derived, overrides)
+    cost, derived = f(bound.net, machine, cfg, tuple(overrides.values()))
+    return row_dict(bound, strategy, cost, derived, profile.overrides)
 
 
 def row_dict(

@@ -33,7 +33,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from kernels import Config, with_params
+from kernels import Config
 from sweep.engine import compiled as traced
 from sweep.engine import index
 from sweep.engine.devices import AXIS, device_mesh, local_devices
@@ -47,7 +47,9 @@ from sweep.engine.filters import (
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
+from sweep.inputs.configs import HYBRIDS, defaults, p2_fits
 from sweep.inputs.grid import CONFIG_AXES, Job
+from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
 
 #: Largest job a reduction evaluates whole and reduces on the host (:func:`prepare`). With
@@ -105,20 +107,17 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     configuration of ``job``; ``at`` maps each axis to (value, digit)."""
     machine_axes = job.machine_axes
     point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
-    hybrid = "p2" in job.axes
-    fixed = dict(job.bound.profile.overrides)
+    hybrid = job.strategy in HYBRIDS
+    fixed = job.bound.profile.override_values(dtype)
 
     def one(net, machine, at):
-        if fixed:
-            machine = with_params(machine, **{k: jnp.asarray(v, dtype) for k, v in fixed.items()})
+        machine = override(machine, fixed)
         swept = tuple(at[k][0].astype(dtype) for k in machine_axes)
-        m_eff = (
-            with_params(machine, **dict(zip(machine_axes, swept, strict=True))) if machine_axes else machine
-        )
+        m_eff = override(machine, dict(zip(machine_axes, swept, strict=True)))
         p = at["p"][0].astype(dtype) if "p" in at else jnp.asarray(1, dtype)
         b = at["b"][0].astype(dtype)
-        p2 = at["p2"][0].astype(dtype) if "p2" in at else m_eff.gpus_per_node.astype(dtype)
-        s = at["S"][0].astype(dtype) if "S" in at else p
+        given = {k: at[k][0].astype(dtype) if k in at else None for k in ("p2", "S")}
+        p2, s = defaults(p, given["p2"], given["S"], m_eff.gpus_per_node.astype(dtype))
         cost, derived = point(net, machine, Config(p, b, p2, s), swept)
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
         # shared subexpressions for every output column (measured 2-4x slower).
@@ -128,9 +127,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         ints = tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_COLUMNS) + tuple(
             at[k][1] for k in machine_axes
         )
-        fits = jnp.ones((), bool)
-        if hybrid:
-            fits = (p >= p2) & (jnp.round(p / p2) * p2 == p)
+        fits = p2_fits(p, p2) if hybrid else jnp.ones((), bool)
         return floats, ints, cost.limit.astype(jnp.int8), fits
 
     return one
@@ -140,8 +137,8 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
     """A jitted ``f(net, machine, values, info, n_real, known) -> ChunkOut`` and its compaction size.
 
     ``mask`` marks the rows to keep: real (not padding), a configuration the
-    strategy can take (hybrids skip p2 not dividing p), and, for a ``keep``
-    reduction, a candidate. ``known`` (:func:`known_front`) is read by a Pareto
+    strategy can take (a hybrid's p2 must fit p: :func:`~sweep.inputs.configs.p2_fits`),
+    and, for a ``keep`` reduction, a candidate. ``known`` (:func:`known_front`) is read by a Pareto
     reduction of two objectives only: points of a front found before, which
     drop the rows they dominate (see :func:`pareto_2d`).
 

@@ -178,17 +178,41 @@ class RunSummary:
 
     @property
     def points_per_s(self) -> float:
+        """Points per second of the whole run after start-up, compilation included."""
         return self.points / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def compile_s(self) -> float | None:
+        """Seconds of the run spent waiting for jobs' programs (traced, compiled or loaded from
+        the caches on other threads, :attr:`Timings.programs`); None where unknown (a Dask run).
+        Compilation that overlapped evaluation is not in it."""
+        return self.timings.programs if self.timings is not None else None
+
+    @property
+    def evaluate_s(self) -> float:
+        """Seconds of the run less :attr:`compile_s`: evaluation alone."""
+        return max(self.seconds - (self.compile_s or 0.0), 0.0)
+
+    @property
+    def evaluate_points_per_s(self) -> float:
+        """Points per second of evaluation alone (:attr:`evaluate_s`)."""
+        return self.points / self.evaluate_s if self.evaluate_s > 0 else float("inf")
 
     def lines(self, timings: bool = False) -> list[str]:
         """What ``sweep run`` prints when done (``timings``: where the time went, too)."""
         what = f"shard {self.shard}: " if self.shard else ""
         kept = "kept (this shard's front or top-k) in" if self.shard and self.reduced else "written to"
         rate = self.points / self.wall if self.wall else 0
+        if self.compile_s is None:  # a Dask run: the workers compile
+            speed = f"{self.points_per_s:,.0f} points/s after start-up"
+        else:
+            speed = (
+                f"compiling {self.compile_s:.2f} s, evaluating {self.evaluate_s:.2f} s at "
+                f"{self.evaluate_points_per_s:,.0f} points/s"
+            )
         out = [
             f"{what}{self.rows:,} rows {kept} {self.folder} ({self.points:,} points evaluated "
-            f"in {self.wall:.2f} s, {rate:,.0f} points/s; "
-            f"{self.points_per_s:,.0f} points/s after start-up; on {self.devices})"
+            f"in {self.wall:.2f} s, {rate:,.0f} points/s; {speed}; on {self.devices})"
         ]
         if self.shard:
             out.append(f"when all {self.shard.n} shards are done: sweep merge {self.folder}")

@@ -1,9 +1,15 @@
-"""Rules of a configuration, one home each: which axes a strategy uses, the defaults of
-p2 and S, and a model bound to a machine profile."""
+"""Rules of a configuration, one home each (docs/model.md §2): which axes a strategy uses,
+the defaults of p2 and S (:func:`defaults`), whether a hybrid's p2 fits p (:func:`p2_fits`),
+the columns a strategy writes (:func:`own_values`), a configuration a user gave checked and
+completed (:func:`resolve`), and a model bound to a machine profile (:class:`Bound`)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from kernels import STRATEGIES
 from kernels.network import Net
@@ -48,8 +54,94 @@ class Bound:
 
 
 def default_p2(profile: MachineProfile) -> int:
-    """p2 = gpus_per_node by default (SPEC section 5)."""
+    """p2 = gpus_per_node by default (docs/model.md §2)."""
     return int(profile.value("gpus_per_node"))
+
+
+def defaults(p, p2, S, gpus_per_node):
+    """``(p2, S)`` with the defaults of docs/model.md §2 filled in: p2 = gpus_per_node, S = p.
+
+    ``None`` means not given; the values may be ints or (traced) arrays, so the
+    engine and the single-configuration callers share this one rule.
+    """
+    return (gpus_per_node if p2 is None else p2), (p if S is None else S)
+
+
+def p2_fits(p, p2):
+    """Whether a hybrid can run p GPUs as groups of p2: p2 >= 1 divides p, so p >= p2 (docs/model.md §2).
+
+    On ints a bool; on (traced) arrays a boolean array (the kernels' own test,
+    ``kernels.strategies.hybrid``, marks a misfit evaluated anyway as ``max_p``).
+    """
+    if isinstance(p, int | np.integer) and isinstance(p2, int | np.integer):
+        return p2 >= 1 and p >= p2 and p % p2 == 0
+    return (p2 >= 1) & (p >= p2) & (p % p2 == 0)
+
+
+class Resolved(NamedTuple):
+    """One configuration as evaluated and written (docs/model.md §2): the strategy's own p2
+    and S (1 where it has none), its replicas p1 and global batch B = b * p1."""
+
+    p: int
+    b: int
+    p2: int
+    S: int
+    p1: int
+    B: int
+
+
+def own_values(strategy: str, p: int, b: int, p2: int, S: int) -> Resolved:
+    """The columns a strategy writes for a configuration whose p2 and S are already resolved."""
+    if strategy in HYBRIDS:
+        p1, group = p // p2, p2
+    elif strategy == "data":
+        p1, group = p, 1
+    elif strategy == "serial":
+        p1, group = 1, 1
+    else:  # model-parallel: the group is all p GPUs
+        p1, group = 1, p
+    return Resolved(p, b, group, S if strategy == PIPELINE else 1, p1, b * p1)
+
+
+def _checked_given(
+    strategy: str, p: int, b: int, p2: int | None, S: int | None, flag: str, warn: bool
+) -> None:
+    for name, value in (("p", p), ("b", b), ("p2", p2), ("S", S)):
+        if value is not None and value < 1:
+            raise InputError(f"{flag}{name} must be >= 1, got {value}")
+    if strategy == "serial" and p != 1:
+        raise InputError(f"serial runs on one GPU: {flag}p must be 1, got {p}")
+    if warn and p2 is not None and strategy not in HYBRIDS:
+        warnings.warn(f"{flag}p2 {p2} is ignored: only {' and '.join(sorted(HYBRIDS))} use it", stacklevel=3)
+    if warn and S is not None and strategy != PIPELINE:
+        warnings.warn(f"{flag}S {S} is ignored: only {PIPELINE} uses it", stacklevel=3)
+
+
+def resolve(
+    profile: MachineProfile,
+    strategy: str,
+    p: int,
+    b: int,
+    p2: int | None = None,
+    S: int | None = None,
+    *,
+    flag: str = "--",
+    warn: bool = True,
+) -> Resolved:
+    """Check one configuration a user gave, fill in its defaults and derive its fit (docs/model.md §2).
+
+    Every value must be >= 1; serial takes p = 1 only; a hybrid's p2 must
+    divide p (:func:`p2_fits`). These are :class:`InputError` s. A p2 given to
+    a strategy other than the hybrids, or an S to one other than pipeline,
+    is ignored, with a warning unless ``warn`` is false. ``flag`` prefixes the option names in messages.
+    The result's p2 and S are the strategy's own values (:func:`own_values`).
+    """
+    check_strategy(strategy)
+    _checked_given(strategy, p, b, p2, S, flag, warn)
+    p2, S = defaults(p, p2, S, default_p2(profile))
+    if strategy in HYBRIDS and not p2_fits(p, p2):
+        raise InputError(f"{flag}p2 {p2} must divide {flag}p {p}: {strategy} runs p/p2 groups of p2 GPUs")
+    return own_values(strategy, p, b, p2, S)
 
 
 #: A profile's overheads, hashable for compile caches: ((strategy, ((term, value), ...)), ...).
@@ -62,18 +154,16 @@ def frozen_overheads(profile: MachineProfile) -> Overheads:
 
 
 def resolve_config(
-    profile: MachineProfile, strategy: str, p: int, b: int, p2: int | None, S: int | None
+    profile: MachineProfile,
+    strategy: str,
+    p: int,
+    b: int,
+    p2: int | None,
+    S: int | None,
+    *,
+    warn: bool = True,
 ) -> tuple[int, int]:
-    """Check one configuration given by a user and fill in the defaults: ``(p2, S)``.
-
-    p2 = gpus_per_node and S = p by default (SPEC section 5); every value must
-    be >= 1 and a hybrid's p2 must divide p. Mistakes are :class:`InputError` s.
-    """
-    check_strategy(strategy)
-    for name, value in (("p", p), ("b", b), ("p2", p2), ("S", S)):
-        if value is not None and value < 1:
-            raise InputError(f"--{name} must be >= 1, got {value}")
-    p2 = default_p2(profile) if p2 is None else p2
-    if strategy in HYBRIDS and p % p2:
-        raise InputError(f"--p2 {p2} must divide --p {p}: {strategy} runs p/p2 groups of p2 GPUs")
-    return p2, p if S is None else S
+    """:func:`resolve`'s checks, then ``(p2, S)`` as the kernels take them: as given, else the
+    defaults (:func:`defaults`). A strategy that ignores p2 or S computes the same with any."""
+    resolve(profile, strategy, p, b, p2, S, warn=warn)
+    return defaults(p, p2, S, default_p2(profile))

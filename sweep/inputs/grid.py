@@ -21,7 +21,7 @@ from kernels import SCALAR_PARAMS, STRATEGIES
 from sweep.errors import InputError, where
 from sweep.inputs.configs import Bound, uses_axis
 from sweep.inputs.layers import Model
-from sweep.inputs.machines import MachineProfile, check_param, load_machine
+from sweep.inputs.machines import MachineProfile, check_param, load_machine, warn_implausible
 from sweep.inputs.models import load_model, read_toml
 
 CONFIG_AXES: tuple[str, ...] = ("p", "b", "p2", "S")
@@ -126,7 +126,9 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
                 )
             out.append(int(v))
         return np.asarray(out, dtype=np.int64)
-    return np.asarray([check_param(name, v, f"{origin}: axes") for v in values], dtype=np.float64)
+    checked = np.asarray([check_param(name, v, f"{origin}: axes", warn=False) for v in values], np.float64)
+    warn_implausible(name, checked, origin, key)
+    return checked
 
 
 def _ints(values, n: int) -> bool:

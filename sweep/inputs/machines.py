@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+import warnings
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 import grids
-from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine
+from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine, with_params
+from kernels.machine import INTER_PARAMS, inter_levels
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.inputs.models import read_toml
@@ -47,10 +49,41 @@ POSITIVE = {
 }
 
 
-def check_param(name: str, value, origin: str, key: str | None = None) -> float:
+#: Plausible magnitudes in SI units: name -> (lowest, highest, unit). A value outside draws a
+#: warning, not an error: it is most likely given in another unit (100 meaning 100 GB/s).
+PLAUSIBLE: dict[str, tuple[float, float, str]] = {
+    "gpu_flops": (1e9, math.inf, "FLOP/s"),
+    "gpu_mem_bw_Bps": (1e6, math.inf, "B/s"),
+    "intra_bandwidth_Bps": (1e6, math.inf, "B/s"),
+    "inter_bandwidth_Bps": (1e6, math.inf, "B/s"),
+    "intra_alpha_s": (0.0, 1.0, "s"),
+    "inter_alpha_s": (0.0, 1.0, "s"),
+}
+
+
+def warn_implausible(name: str, values, origin: str, key: str | None = None) -> None:
+    """One warning naming the key and the unit when a value of ``name`` is outside :data:`PLAUSIBLE`."""
+    if name not in PLAUSIBLE:
+        return
+    low, high, unit = PLAUSIBLE[name]
+    bad = [float(v) for v in values if not low <= float(v) <= high]
+    if not bad:
+        return
+    value = bad[0]
+    bound = f"under {low:g} {unit}" if value < low else f"over {high:g} {unit}"
+    hint = {"s": "latencies are in seconds (5 us is 5e-6)"}.get(
+        unit, f"the unit is {unit} (100 G{unit} is 1e11)"
+    )
+    warnings.warn(
+        f"{where(origin, key=key or name)}: {value:g} {unit} is {bound}, implausible; {hint}", stacklevel=3
+    )
+
+
+def check_param(name: str, value, origin: str, key: str | None = None, warn: bool = True) -> float:
     """Validate one scalar machine parameter; returns it as float (algorithm names to codes).
 
     ``key`` is the name to show in errors (the file's own key, e.g. ``intra.alpha_s``).
+    An implausible magnitude draws a warning (:func:`warn_implausible`) unless ``warn`` is false.
     """
     key = key or name
     if name not in SCALAR_PARAMS:
@@ -78,6 +111,8 @@ def check_param(name: str, value, origin: str, key: str | None = None) -> float:
         raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
     if name in ("gpus_per_node", "nics_per_node") and value != int(value):
         raise InputError(f"must be a whole number, got {value:g}", where(origin, key=key))
+    if warn:
+        warn_implausible(name, [value], origin, key)
     return value
 
 
@@ -133,23 +168,31 @@ class MachineProfile:
     def baked(self, values: Mapping[str, float] | None = None, **changes) -> MachineProfile:
         """The profile with its overrides and ``values`` written into the base parameters.
 
-        ``inter_bandwidth_Bps`` sets every inter level; ``inter_alpha_s`` the
-        first, deeper levels keep their extra latency (as :func:`kernels.with_params`).
+        Inter-level parameters follow :func:`kernels.machine.inter_levels`, as
+        :func:`kernels.with_params` does for a swept axis.
         ``changes`` replace other fields (``name``, ``overheads``, ...).
         """
         merged = {**self.overrides, **(values or {})}
         params = dict(self.params)
-        alphas, bws = self.inter_alpha_s, self.inter_bandwidth_Bps
+        levels = {"inter_alpha_s": self.inter_alpha_s, "inter_bandwidth_Bps": self.inter_bandwidth_Bps}
         for name, value in merged.items():
-            if name == "inter_bandwidth_Bps":
-                bws = tuple(float(value) for _ in bws)
-            elif name == "inter_alpha_s":
-                alphas = tuple(float(value) + (a - alphas[0]) for a in alphas)
+            if name in INTER_PARAMS:
+                new = inter_levels(name, float(value), np.asarray(levels[name], np.float64))
+                levels[name] = tuple(float(v) for v in new)
             else:
                 params[name] = float(value)
         return replace(
-            self, params=params, inter_alpha_s=alphas, inter_bandwidth_Bps=bws, overrides={}, **changes
+            self,
+            params=params,
+            inter_alpha_s=levels["inter_alpha_s"],
+            inter_bandwidth_Bps=levels["inter_bandwidth_Bps"],
+            overrides={},
+            **changes,
         )
+
+    def override_values(self, dtype, skip: Collection[str] = ()) -> dict:
+        """The profile's overrides as ``dtype`` arrays, for :func:`override` (less ``skip``)."""
+        return {k: np.asarray(v, dtype) for k, v in self.overrides.items() if k not in skip}
 
     def value(self, name: str) -> float:
         """Effective value of a scalar parameter (first inter level for the inter ones)."""
@@ -179,6 +222,13 @@ class MachineProfile:
             "source": self.source,
             "sources": list(self.sources),
         }
+
+
+def override(machine: Machine, values: Mapping) -> Machine:
+    """The kernels' machine with scalar overrides applied: ``--set``, a sweep's ``[set]``, a
+    swept axis, a calibrated or scaled value. The one sweep-side call of
+    :func:`kernels.with_params` (traceable; values may be arrays)."""
+    return with_params(machine, **values) if values else machine
 
 
 def parse_machine(doc: dict, origin: str) -> MachineProfile:

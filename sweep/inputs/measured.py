@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kernels import STRATEGIES
 from sweep.errors import InputError, where
-from sweep.inputs.configs import HYBRIDS, PIPELINE, Bound, default_p2
+from sweep.inputs.configs import HYBRIDS, Bound, default_p2, defaults, own_values, p2_fits
 from sweep.inputs.machines import MachineProfile, load_machine
 from sweep.inputs.models import load_model
 
@@ -206,19 +206,15 @@ def read_measurements(
         p = _whole(values["p"], "p")
         b = _whole(values["b"], "b")
         p2_text, s_text = values.get("p2", ""), values.get("S", "")
-        if strategy in HYBRIDS:
-            p2 = _whole(p2_text, "p2") if p2_text else default_p2(profile)
-            if p < p2 or p % p2:
-                raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
-        else:  # the strategy's own value (SPEC section 6); a p2 column is not used
-            if p2_text:
-                _whole(p2_text, "p2")
-            p2 = 1 if strategy in ("serial", "data") else p
-        S = (_whole(s_text, "S") if s_text else p) if strategy == PIPELINE else 1
-        if s_text and strategy != PIPELINE:
-            _whole(s_text, "S")
+        given_p2 = _whole(p2_text, "p2") if p2_text else None
+        p2, S = defaults(p, given_p2, _whole(s_text, "S") if s_text else None, default_p2(profile))
+        if strategy in HYBRIDS and not p2_fits(p, p2):
+            raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
         if strategy == "serial" and p != 1:
             raise _Bad(f"serial needs p = 1, got {p}")
+        # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
+        own = own_values(strategy, p, b, p2, S)
+        p2, S = own.p2, own.S
         time = _seconds(values["iter_time_s"], "iter_time_s", positive=True)
         extra = {
             name: _seconds(values[name], name, positive=False) if values.get(name) else None

@@ -37,11 +37,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import SCALAR_PARAMS, STRATEGIES, with_params
+from kernels import SCALAR_PARAMS, STRATEGIES
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
-from sweep.inputs.machines import MachineProfile
+from sweep.inputs.machines import MachineProfile, override
 from sweep.inputs.measured import Measurements
 from sweep.trust.validation import groups
 
@@ -244,13 +244,12 @@ class Problem:
     def _log_pred(self, logv):
         values = jnp.exp(logv) - self.floor
         machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), self.profile.pytree())
-        if self.profile.overrides:
-            machine = with_params(
-                machine, **{k: jnp.asarray(v, jnp.float64) for k, v in self.profile.overrides.items()}
-            )
-        scalars = {p.name: values[i] for i, p in enumerate(self.params) if p.overhead is None}
-        if scalars:
-            machine = with_params(machine, **scalars)
+        machine = override(
+            machine, {k: jnp.asarray(v) for k, v in self.profile.override_values(np.float64).items()}
+        )
+        machine = override(
+            machine, {p.name: values[i] for i, p in enumerate(self.params) if p.overhead is None}
+        )
         overheads: dict[str, dict] = {s: dict(t) for s, t in self.profile.overheads.items()}
         for i, p in enumerate(self.params):
             if p.overhead is not None:

@@ -84,12 +84,13 @@ def predict(meas: Measurements) -> Predictions:
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     compiled: dict[tuple[str, str], object] = {}
     for g in groups(meas):
-        names = tuple(g.profile.overrides)
+        overrides = g.profile.override_values(dtype)
+        names = tuple(overrides)
         key = (g.machine, g.strategy)
         if key not in compiled:
             f = point_fn(g.strategy, names, overheads=g.profile.overheads)
             compiled[key] = jax.jit(jax.vmap(f, in_axes=(None, None, 0, None)))
-        values = tuple(jnp.asarray(g.profile.overrides[k], dtype) for k in names)
+        values = tuple(jnp.asarray(v) for v in overrides.values())
         cast = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), (g.net, g.profile.pytree(), g.cfg))
         cost, derived = compiled[key](*cast, values)  # type: ignore[operator]
         its = np.asarray(cost.iterations, np.float64)

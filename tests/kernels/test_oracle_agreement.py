@@ -168,7 +168,7 @@ def bound():
     def get(name: str):
         if name not in cache:
             if name == "COSMOFLOW.net_256":
-                with pytest.warns(UserWarning, match="does not match"):
+                with pytest.warns(UserWarning, match="known typo"):
                     model = load_model(FOLDER / name)
             else:
                 model = load_model(FOLDER / name)

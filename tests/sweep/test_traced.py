@@ -403,3 +403,13 @@ def test_a_loaded_program_is_loaded_once_while_in_use_and_its_file_unchanged(tmp
     gc.collect()
     kernel()  # no kernel held it: read again
     assert len(reads) == 3
+
+
+def test_the_code_digest_reads_every_source_file_of_both_packages():
+    """A kept kernel is named by the code that traced it: every .py file of kernels/ and sweep/,
+    whatever module of the engine computes the digest (a wrong root read no file at all)."""
+    files = {p.relative_to(traced.SOURCE_ROOT).as_posix() for p in traced.source_files()}
+    assert {"kernels/strategies/hybrid.py", "sweep/engine/program.py", "sweep/inputs/configs.py"} <= files
+    assert len(files) == len(list(traced.SOURCE_ROOT.glob("kernels/**/*.py"))) + len(
+        list(traced.SOURCE_ROOT.glob("sweep/**/*.py"))
+    )
