@@ -243,8 +243,10 @@ def merge(folder) -> None:
 
 
 def _fmt(value) -> str:
+    if value is None or value == "":
+        return "-"
     if isinstance(value, (bool, str)):
-        return str(value) if value != "" else "-"
+        return str(value)
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:.6g}"

@@ -52,9 +52,9 @@ def _row_lines(meas, pred) -> list[str]:
 
     lines = [
         f"{'line':>5} {'model':<14} {'strategy':<13} {'p':>5} {'b':>5} {'p2':>3} {'S':>5} "
-        f"{'measured_s':>11} {'predicted_s':>11} {'ratio':>7} {'accuracy':>8}  limit"
+        f"{'measured_s':>11} {'predicted_s':>11} {'ratio':>7} {'accuracy':>8}  limit_reason"
     ]
-    for run, t_pred, limit in zip(meas.runs, pred.t_iter_s, pred.limit, strict=True):
+    for run, t_pred, limit in zip(meas.runs, pred.t_iter_s, pred.limit_reason, strict=True):
         acc = float(symmetric_accuracy(t_pred, run.iter_time_s))
         lines.append(
             f"{run.line:>5} {run.model:<14} {run.strategy:<13} {run.p:>5} {run.b:>5} {run.p2:>3} {run.S:>5} "
@@ -105,7 +105,7 @@ def validate(csv_path, machine_spec, sets, strict, out, plot_path, summary_only)
         click.echo("")
     for line in summary_lines(summarize(meas, pred.t_iter_s)):
         click.echo(line)
-    infeasible = sum(1 for x in pred.limit if x)
+    infeasible = sum(1 for x in pred.limit_reason if x)
     if infeasible:
         click.echo(
             f"({infeasible} of {len(meas.runs)} runs are infeasible in the model, e.g. over its "

@@ -37,6 +37,31 @@ MANIFEST = "_manifest.json"
 KEEP_PART = "part-keep.parquet"
 META_KEY = b"paradl_sweep"
 
+#: Output column of each kernel field (:class:`kernels.Cost`) whose own name would mislead
+#: an SQL engine: DuckDB reads names case-insensitively, so ``B`` would be ``b``, and
+#: ``limit`` is a reserved word. The one place that maps fields to columns; every other
+#: field is its own column (docs/output-format.md, changelog).
+FIELD_COLUMNS = {"B": "global_batch", "limit": "limit_reason"}
+#: The column of a configuration's limit reason, null where it has none.
+LIMIT_REASON = FIELD_COLUMNS["limit"]
+
+
+def column_name(field: str) -> str:
+    """The output column of kernel field ``field``."""
+    return FIELD_COLUMNS.get(field, field)
+
+
+def limit_reason(code: int) -> str | None:
+    """The ``limit_reason`` value of a :data:`kernels.LIMITS` code: None for a feasible one (0)."""
+    return LIMITS[code] or None
+
+
+def limit_reasons(codes: np.ndarray) -> pa.DictionaryArray:
+    """The ``limit_reason`` column of :data:`kernels.LIMITS` codes: null where feasible (0)."""
+    codes = np.asarray(codes)
+    indices = pa.array(codes.astype(np.int8) - 1, pa.int8(), mask=codes == 0)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(list(LIMITS[1:])))
+
 
 def versions() -> dict[str, str]:
     """Versions of the tool and the libraries that shaped the numbers."""
@@ -159,14 +184,22 @@ class Schema:
             fields.append(pa.field(name, pa.float64() if name in self.axis_values else pa.int32()))
         fields.extend(pa.field(name, self.float_type) for name in self.float_columns)
         fields.append(pa.field("feasible", pa.bool_()))
-        fields.append(pa.field("limit", pa.dictionary(pa.int8(), pa.string())))
+        fields.append(pa.field(LIMIT_REASON, pa.dictionary(pa.int8(), pa.string())))
         schema = pa.schema(fields)
         if self.columns is not None:
             schema = pa.schema([schema.field(c) for c in self.columns])
         return schema.with_metadata({META_KEY: json.dumps(self.metadata).encode()})
 
     def all_names(self) -> list[str]:
-        return ["model", "machine", "strategy", *self.int_columns, *self.float_columns, "feasible", "limit"]
+        return [
+            "model",
+            "machine",
+            "strategy",
+            *self.int_columns,
+            *self.float_columns,
+            "feasible",
+            LIMIT_REASON,
+        ]
 
     def statistics_columns(self) -> list[str]:
         """Columns whose row-group min/max a sweep writes: labels, configuration and swept axes.
@@ -219,8 +252,8 @@ class Schema:
                 arrays[name] = pa.array(floats[i].astype(ftype, copy=False))
         if "feasible" in wanted:
             arrays["feasible"] = pa.array(limit == 0)
-        if "limit" in wanted:
-            arrays["limit"] = pa.DictionaryArray.from_arrays(limit.astype(np.int8), pa.array(list(LIMITS)))
+        if LIMIT_REASON in wanted:
+            arrays[LIMIT_REASON] = limit_reasons(limit)
         schema = self.arrow()
         return pa.table([arrays[f.name] for f in schema], schema=schema)
 
@@ -281,7 +314,7 @@ class PartWriter:
             tables,
             row_group_size,
             compression=self.compression,
-            use_dictionary=["model", "machine", "strategy", "limit"],
+            use_dictionary=["model", "machine", "strategy", LIMIT_REASON],
             use_byte_stream_split=self.split,
             write_statistics=self.statistics,
         )

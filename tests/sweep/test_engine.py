@@ -321,13 +321,13 @@ def test_columns_hold_each_strategys_own_values(grid):
             assert (r["p1"], r["p2"]) == (r["p"], 1)
         elif r["strategy"] == "pipeline":
             assert (r["p1"], r["p2"]) == (1, r["p"])
-            if r["S"] > r["B"]:
-                assert not r["feasible"] and r["limit"] == "batch"
+            if r["S"] > r["global_batch"]:
+                assert not r["feasible"] and r["limit_reason"] == "batch"
         else:
             assert r["p1"] * r["p2"] == r["p"]
-        assert r["B"] == r["b"] * r["p1"]
-        assert r["iterations"] == math.ceil(1_281_167 / r["B"])
-        assert r["feasible"] == (r["limit"] == "")
+        assert r["global_batch"] == r["b"] * r["p1"]
+        assert r["iterations"] == math.ceil(1_281_167 / r["global_batch"])
+        assert r["feasible"] == (r["limit_reason"] is None)
 
 
 def test_paper_rows_per_strategy(paper32):
@@ -448,13 +448,13 @@ def test_labels_are_dictionary_encoded_and_compression_is_zstd(paper32):
     schema = pf.schema_arrow
     meta = pf.metadata
     names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-    for name in ("model", "machine", "strategy", "limit"):
+    for name in ("model", "machine", "strategy", "limit_reason"):
         assert pa.types.is_dictionary(schema.field(name).type), name
         encodings = meta.row_group(0).column(names.index(name)).encodings
         assert any("DICTIONARY" in e for e in encodings), (name, encodings)
     for i in range(meta.num_columns):
         assert meta.row_group(0).column(i).compression == "ZSTD", names[i]
-    for name in ("p", "p1", "p2", "b", "B", "S", "iterations"):
+    for name in ("p", "p1", "p2", "b", "global_batch", "S", "iterations"):
         assert pa.types.is_integer(schema.field(name).type), name
     # min/max where a --where can use them (configuration), none where it cannot (results)
     group = meta.row_group(0)
