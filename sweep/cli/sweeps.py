@@ -228,7 +228,7 @@ def merge(folder) -> None:
 
     Verifies the N shard manifests (all present, same run, complete, part
     files in place), reduces the shards' results for --keep runs into
-    part-keep.parquet, and writes _manifest.json with complete = true.
+    part-keep.parquet, and writes _manifest.parquet with complete = true.
     Missing or unfinished shards are named in a one-line error (exit 2).
 
     \b

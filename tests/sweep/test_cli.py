@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from sweep.cli.main import cli
+from sweep.output import store
 from tests.helpers import paradl_dir
 
 #: SPEC section 6's columns, in order, for a configuration without machine overrides.
@@ -521,8 +522,8 @@ def test_run_writes_to_outputs_spec_name_by_default(runner, tmp_path, monkeypatc
     platform = jax.default_backend()
     assert f"; on {len(jax.local_devices())} {platform}" in result.stdout
     folder = tmp_path / "outputs" / "tiny"
-    assert (folder / "_manifest.json").is_file()
-    devices = json.loads((folder / "_manifest.json").read_text())["devices"]
+    assert (folder / "_manifest.parquet").is_file()
+    devices = store.read_manifest(folder)["devices"]
     assert devices.startswith(f"{len(jax.local_devices())} {platform}")
     assert len(list(folder.glob("part-*.parquet"))) == 1
 
