@@ -130,7 +130,10 @@ def group_codes(batch: pa.RecordBatch, per: Sequence[str]) -> tuple[np.ndarray, 
         idx = enc.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
         combined = combined * len(values) + idx
         tables.append(values)
-    uniq, inverse = np.unique(combined, return_inverse=True)
+    if n and combined.min() == combined.max():  # one group (one model and machine, say): no sort
+        uniq, inverse = combined[:1], np.zeros(n, dtype=np.int64)
+    else:
+        uniq, inverse = np.unique(combined, return_inverse=True)
     keys = []
     for u in uniq:
         parts = []
