@@ -376,6 +376,11 @@ def test_shards_with_keep_top_merge_to_the_one_run_result(spec, reference, tmp_p
     assert keep_rows(out) == expected_top(reference)
     assert rows_of(out) == expected_top(reference), "the folder reads as the merged result only"
     assert store.read_manifest(out)["rows"] == 7
+    assert not (out / store.shard_result_name(store.shard_tag(0, 2))).exists(), "merged, then deleted"
+    before = {f.name: f.stat().st_mtime_ns for f in out.iterdir()}
+    assert sweep("merge", out).exit_code == 0, "merging again is harmless"
+    run_api(spec, out, TOP, shard=Shard(1, 2))  # a requeued finished shard: nothing to do
+    assert {f.name: f.stat().st_mtime_ns for f in out.iterdir()} == before
 
 
 def test_shards_with_a_spilled_pareto_merge_to_the_one_run_result(spec, reference, tmp_path, monkeypatch):
@@ -439,7 +444,7 @@ def test_dask_worker_killed_mid_run_gives_the_same_rows(client, spec, reference,
     p = plan(load_spec(spec))
     want = {store.part_name(j.index, c) for j in p.jobs for c in range(n_chunks(j, CHUNK))}
     assert {f.name for f in out.glob("part-*.parquet")} == want, "one part file per chunk"
-    assert temporaries(out) == []
+    assert {f.name for f in out.iterdir()} == {*want, store.MANIFEST}, "nothing else left (Polars reads all)"
     m = store.read_manifest(out)
     assert m["complete"] is True
     assert m["rows"] == summary.rows == len(reference)
@@ -482,6 +487,9 @@ def test_dask_with_shards_and_keep_pareto(client, spec, reference, tmp_path):
         run_api(spec, out, PARETO, dask=client, shard=Shard(k, 2))
     assert sweep("merge", out).exit_code == 0
     assert keep_rows(out) == expected_pareto(reference)
+    tags = [store.shard_tag(k, 2) for k in (0, 1)]
+    want = {store.KEEP_PART, store.MANIFEST, *(store.manifest_name(t) for t in tags)}
+    assert {f.name for f in out.iterdir()} == want, "the shards' results are merged and gone"
 
 
 def test_dask_bad_local_count_is_an_input_error(spec, tmp_path):
