@@ -55,6 +55,7 @@ from sweep.inputs.configs import (
     own_values,
     p2_fits,
 )
+from sweep.output import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from sweep.inputs.layers import Model
@@ -526,9 +527,9 @@ def format_answer(a: Answer) -> str:
         for r in a.best:
             extra = f"  p2={r['p2']}" if r["strategy"] in HYBRIDS else ""
             extra += f"  S={r['S']}" if r["strategy"] == PIPELINE else ""
-            state = "" if r["feasible"] else f"  infeasible ({r['limit']})"
+            state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
             lines.append(
-                f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['B']:,}{extra}  "
+                f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
                 f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
                 f"mem_bytes={r['mem_bytes']:.4g}{state}"
             )

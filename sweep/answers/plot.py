@@ -9,7 +9,8 @@ larger than memory. The file type follows the suffix: ``.png`` (150 dpi),
 
 * :func:`scaling`: the best feasible ``metric`` of each strategy against
   ``x`` (default the GPU count p), log-log, as in the paper's scaling plots;
-  ``vline`` marks a value (e.g. a co-design threshold).
+  ``vline`` marks a value (e.g. a co-design threshold). One line per model,
+  machine and strategy: the best is never taken across models or machines.
 * :func:`breakdown`: the epoch time of each strategy's best configuration
   per p, stacked as compute, allreduce, allgather, halo and point-to-point
   (the paper's Figure 2), one panel per strategy.
@@ -17,6 +18,9 @@ larger than memory. The file type follows the suffix: ``.png`` (150 dpi),
   over a thinned sample of the feasible points.
 * :func:`regime`: which strategy is fastest over two swept axes (e.g. p x
   inter_bandwidth_Bps), one coloured cell per pair.
+
+The last three draw one model on one machine: on data of several they
+refuse, naming the ``--where`` that picks one.
 """
 
 from __future__ import annotations
@@ -121,9 +125,13 @@ def _color(strategy: str, i: int) -> str:
     return STRATEGY_COLORS.get(strategy, f"C{i % 10}")
 
 
-def _title(sw, where: str | None, what: str) -> str:
-    models = _distinct(sw, "model")
-    machines = _distinct(sw, "machine")
+#: Line styles of the models and machines of a scaling plot (colours are the strategies').
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def _title(table: pa.Table, where: str | None, what: str) -> str:
+    models = _distinct(table, "model")
+    machines = _distinct(table, "machine")
     head = " / ".join(x for x in (", ".join(models), ", ".join(machines)) if x)
     return (
         f"{what}: {head}" + (f"\n{where}" if where else "")
@@ -132,14 +140,22 @@ def _title(sw, where: str | None, what: str) -> str:
     )
 
 
-def _distinct(sw, column: str) -> list[str]:
-    if column not in sw.schema.names:
+def _distinct(table: pa.Table, column: str) -> list[str]:
+    """The distinct values of a label column of a result, sorted ([] without the column)."""
+    if column not in table.column_names:
         return []
-    meta = sw.metadata
-    key = {"model": "models", "machine": "machines"}.get(column)
-    if key and isinstance(meta.get(key), dict):
-        return sorted(meta[key])
-    return []
+    return sorted(str(v) for v in set(table.column(column).to_pylist()) if v is not None)
+
+
+def _one_model_and_machine(table: pa.Table, what: str) -> None:
+    """Refuse a result of several models or machines: ``what`` draws one of each."""
+    for column in ("model", "machine"):
+        names = _distinct(table, column)
+        if len(names) > 1:
+            raise InputError(
+                f"a {what} shows one {column}, and the data holds {len(names)} ({', '.join(names)}): "
+                f"pick one with --where \"{column} == '{names[0]}'\""
+            )
 
 
 def _column(table: pa.Table, name: str) -> np.ndarray:
@@ -165,13 +181,10 @@ def scaling(
     if table.num_rows == 0:
         raise InputError("no feasible rows to plot (check --where)")
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    strategies = _column(table, "strategy")
-    for i, s in enumerate(dict.fromkeys(strategies.tolist())):
-        sel = strategies == s
-        xs, ys = _column(table, x)[sel].astype(float), _column(table, metric)[sel].astype(float)
+    for label, style, color, xs, ys in _scaling_lines(table, x, metric):
         order = np.argsort(xs)
         marker = "o" if len(xs) <= 30 else None
-        ax.plot(xs[order], ys[order], marker=marker, ms=3.5, lw=1.6, label=s, color=_color(s, i))
+        ax.plot(xs[order], ys[order], marker=marker, ms=3.5, lw=1.6, ls=style, label=label, color=color)
     if vline is not None:
         ax.axvline(vline, color="k", ls="--", lw=1)
         ax.annotate(
@@ -188,10 +201,35 @@ def scaling(
         ax.set_yscale("log")
     ax.set_xlabel(_label(x))
     ax.set_ylabel(f"best feasible {_label(metric)}")
-    ax.set_title(_title(sw, where, f"{metric} vs {x}"), fontsize=10)
+    ax.set_title(_title(table, where, f"{metric} vs {x}"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
     return _save(fig, out)
+
+
+def _scaling_lines(table: pa.Table, x: str, metric: str):
+    """(label, line style, colour, xs, ys) of each (model, machine, strategy) of a best-per-x
+    table: colour by strategy, line style by model and machine; the labels name the model and
+    machine only where the table holds several."""
+    ids = [c for c in ("model", "machine") if c in table.column_names]
+    keys = list(zip(*(_column(table, c).tolist() for c in [*ids, "strategy"]), strict=True))
+    identities = list(dict.fromkeys(k[:-1] for k in keys))
+    varying = [j for j, c in enumerate(ids) if len(_distinct(table, c)) > 1]
+    strategies = list(dict.fromkeys(k[-1] for k in keys))
+    for key in dict.fromkeys(keys):
+        sel = np.fromiter((k == key for k in keys), dtype=bool, count=len(keys))
+        *who, strategy = key
+        named = ", ".join(str(who[j]) for j in varying)
+        label = f"{strategy} ({named})" if named else strategy
+        style = LINE_STYLES[identities.index(tuple(who)) % len(LINE_STYLES)]
+        color = _color(strategy, strategies.index(strategy))
+        yield (
+            label,
+            style,
+            color,
+            _column(table, x)[sel].astype(float),
+            _column(table, metric)[sel].astype(float),
+        )
 
 
 def breakdown(
@@ -213,6 +251,7 @@ def breakdown(
     table = best(sw, per=["strategy", x], by=by, where=where, columns=list(dict.fromkeys(cols)))
     if table.num_rows == 0:
         raise InputError("no feasible rows to plot (check --where)")
+    _one_model_and_machine(table, "time breakdown")
     strategies = list(dict.fromkeys(_column(table, "strategy").tolist()))
     n = len(strategies)
     ncols = min(n, 4)
@@ -239,7 +278,7 @@ def breakdown(
         axes[k // ncols][k % ncols].axis("off")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout(rect=(0, 0, 1, 0.86 if nrows == 1 else 0.92))
-    fig.suptitle(_title(sw, where, "time per epoch by component"), fontsize=10, y=1.0)
+    fig.suptitle(_title(table, where, "time per epoch by component"), fontsize=10, y=1.0)
     fig.legend(
         handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.9 if nrows == 1 else 0.95),
         ncol=len(BREAKDOWN), fontsize=8, frameon=False,
@@ -276,6 +315,7 @@ def pareto_front(
     has_strategy = "strategy" in sw.schema.names
     cols = [*objs, *(["strategy"] if has_strategy else [])]
     front = pareto(sw, mins, maxs, where=where, columns=cols)
+    _one_model_and_machine(front, "Pareto plot")
     cloud = _sample(sw, cols, where, sample)
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     labels = _column(cloud, "strategy") if has_strategy else np.full(cloud.num_rows, "")
@@ -298,7 +338,7 @@ def pareto_front(
         ax.set_yscale("log")
     ax.set_xlabel(_label(objs[0]) + (" (maximised)" if objs[0] in maxs else ""))
     ax.set_ylabel(_label(objs[1]) + (" (maximised)" if objs[1] in maxs else ""))
-    ax.set_title(_title(sw, where, f"Pareto front ({front.num_rows:,} rows)"), fontsize=10)
+    ax.set_title(_title(front, where, f"Pareto front ({front.num_rows:,} rows)"), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, frameon=False, markerscale=3)
     return _save(fig, out)
@@ -351,6 +391,7 @@ def regime(
     table = best(sw, per=[x, y], by=metric, where=where, columns=[x, y, "strategy", metric])
     if table.num_rows == 0:
         raise InputError("no feasible rows to plot (check --where)")
+    _one_model_and_machine(table, "regime map")
     xs, ys = _distinct_values(sw, [x, y], where)  # every cell, feasible or not
     strategies = sorted(
         set(_column(table, "strategy").tolist()),
@@ -373,7 +414,7 @@ def regime(
         ax.set_yscale("log")
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
-    ax.set_title(_title(sw, where, f"fastest strategy ({metric})"), fontsize=10)
+    ax.set_title(_title(table, where, f"fastest strategy ({metric})"), fontsize=10)
     handles = [Patch(color=_color(s, i), label=s) for i, s in enumerate(strategies)]
     if np.isnan(grid).any():
         handles.append(Patch(color="#eeeeee", label="none feasible"))

@@ -14,9 +14,9 @@ row j dominates row i when it is <= in every objective and < in at least
 one. Rows equal in every objective do not dominate each other, so ties and
 duplicates on the front all stay. Rows with a NaN or null objective never
 enter a front. Each batch is first screened against the running front
-(:func:`sweep.pareto.dominated_by`: a staircase lookup for two objectives),
-and the survivors are merged with it exactly (:func:`sweep.pareto.pareto_mask`,
-O(n log n) for two objectives; :func:`sweep.pareto.pareto_mask_blocked` for
+(:func:`sweep.reduce.pareto.dominated_by`: a staircase lookup for two objectives),
+and the survivors are merged with it exactly (:func:`sweep.reduce.pareto.pareto_mask`,
+O(n log n) for two objectives; :func:`sweep.reduce.pareto.pareto_mask_blocked` for
 three or more). The result equals the front of the whole filtered dataset.
 
 **Top k** by one column (ascending; ``descending=True`` for the largest):
@@ -25,16 +25,21 @@ row order), NaN counts as +inf. **Best** is the top 1 per group among
 feasible rows; with ``rank`` it keeps the best row of every strategy per
 group and numbers them.
 
+**Model and machine.** All three answer per model and machine: the
+:data:`IDENTITY` columns the data has are put in front of ``per``, and into
+the output columns even when ``columns`` leaves them out, so an answer
+never mixes two models or two machines and always says which it is for.
+
 All three keep feasible rows only (``feasible_only=False`` to keep all) when
-the data has a ``feasible`` column.
+the data has a ``feasible`` column. The scans are :mod:`sweep.answers.scan`'s;
+:mod:`sweep.answers.tables` formats and writes the results.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,47 +49,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from kernels.names import SCALAR_PARAMS
+from sweep.answers.scan import RowGroup, ScanStats, fetch, group_codes, row_groups, scan, values
+from sweep.answers.tables import display_columns, format_table, write_table
 from sweep.answers.where import Filter, combine, parse_where
 from sweep.errors import InputError
 from sweep.output import store
 from sweep.reduce.pareto import dominated_by, numbers, pareto_mask, top_k_order
 
+__all__ = [
+    "BATCH_ROWS", "IDENTITY", "ScanStats", "Source", "Sweep", "as_sweep", "best", "display_columns",
+    "format_table", "open", "open_sweep", "pareto", "split_names", "top", "write_table",
+]  # fmt: skip
+
 #: Rows per batch read from a row group.
 BATCH_ROWS = 1 << 20
 META_KEY = b"paradl_sweep"
 QUERY_KEY = b"paradl_query"
-_MATCH = "__sweep_match"
+#: The columns every answer is grouped by and shows (docs/queries.md): a front or a ranking
+#: of two models, or of two machines, together would answer no question.
+IDENTITY = ("model", "machine")
 
 Source = Any  # a Sweep, a path, or a pyarrow.dataset.Dataset
-
-
-@dataclass
-class ScanStats:
-    """What a query read: row groups in the data and after statistics pruning, rows, seconds."""
-
-    row_groups: int = 0
-    row_groups_read: int = 0
-    rows_read: int = 0
-    rows_matched: int = 0
-    second_pass_row_groups: int = 0
-    seconds: float = 0.0
-
-    def describe(self) -> str:
-        skipped = self.row_groups - self.row_groups_read
-        rate = self.rows_read / self.seconds if self.seconds > 0 else 0.0
-        return (
-            f"{self.rows_matched:,} of {self.rows_read:,} rows matched; {self.row_groups_read:,} of "
-            f"{self.row_groups:,} row groups read ({skipped:,} skipped by statistics); "
-            f"{self.seconds:.2f} s, {rate:,.0f} rows/s"
-        )
-
-
-@dataclass
-class _RowGroup:
-    fragment: Any  # a one-row-group fragment
-    base: int  # dataset position of its first row
-    rows: int
 
 
 class Sweep:
@@ -125,12 +110,12 @@ class Sweep:
 
     @property
     def manifest(self) -> dict | None:
-        """The folder's ``_manifest.json``, if any."""
-        if self.path is None or not (self.path / "_manifest.json").is_file():
+        """The folder's manifest (``_manifest.parquet``), if any and readable."""
+        if self.path is None:
             return None
         try:
-            return json.loads((self.path / "_manifest.json").read_text())
-        except (OSError, ValueError):  # bad JSON, or not UTF-8
+            return store.read_manifest(self.path)
+        except InputError:
             return None
 
     def count_rows(self, where: str | None = None) -> int:
@@ -231,100 +216,6 @@ def _filter(sw: Sweep, where: str | Filter | None, feasible_only: bool) -> pc.Ex
 # -- scanning ------------------------------------------------------------------------------
 
 
-def _row_groups(dataset: ds.Dataset, expr: pc.Expression | None, stats: ScanStats) -> list[_RowGroup]:
-    """Row groups in dataset order, with their first row's position; pruned by statistics."""
-    out: list[_RowGroup] = []
-    base = 0
-    for frag in dataset.get_fragments():
-        split = getattr(frag, "split_by_row_group", None)
-        if split is None:  # not Parquet (e.g. an in-memory dataset): one piece
-            n = frag.count_rows()
-            stats.row_groups += 1
-            out.append(_RowGroup(frag, base, n))
-            base += n
-            continue
-        bases: dict[int, int] = {}
-        for info in frag.row_groups:
-            bases[info.id] = base
-            base += info.num_rows
-        stats.row_groups += len(bases)
-        pieces = (
-            split(filter=expr, schema=dataset.schema) if expr is not None else split(schema=dataset.schema)
-        )
-        for piece in pieces:
-            info = piece.row_groups[0]
-            out.append(_RowGroup(piece, bases[info.id], info.num_rows))
-    return out
-
-
-def _scan(
-    dataset: ds.Dataset,
-    groups: list[_RowGroup],
-    columns: Sequence[str],
-    expr: pc.Expression | None,
-    stats: ScanStats,
-    batch_rows: int,
-) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
-    """Matching rows of ``columns``, batch by batch, with their dataset positions."""
-    proj: dict[str, pc.Expression] = {c: pc.field(c) for c in columns}
-    if expr is not None:
-        proj[_MATCH] = expr
-    for rg in groups:
-        stats.row_groups_read += 1
-        offset = rg.base
-        for batch in rg.fragment.to_batches(
-            columns=proj, schema=dataset.schema, batch_size=batch_rows, use_threads=True
-        ):
-            n = batch.num_rows
-            rows = np.arange(offset, offset + n, dtype=np.int64)
-            offset += n
-            stats.rows_read += n
-            if expr is not None:
-                match = batch.column(_MATCH).fill_null(False)
-                batch = batch.drop_columns([_MATCH]).filter(match)
-                rows = rows[match.to_numpy(zero_copy_only=False)]
-            stats.rows_matched += len(rows)
-            if len(rows):
-                yield batch, rows
-
-
-def _values(batch: pa.RecordBatch | pa.Table, cols: Sequence[str], signs: Sequence[float]) -> np.ndarray:
-    """``[n, k]`` float64 objectives; null becomes NaN; ``signs`` of -1 negate (maximise)."""
-    out = np.empty((batch.num_rows, len(cols)), dtype=np.float64)
-    for j, (c, s) in enumerate(zip(cols, signs, strict=True)):
-        arr = batch.column(c)
-        if arr.null_count:
-            arr = arr.cast(pa.float64()).fill_null(float("nan"))
-        out[:, j] = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64) * s
-    return out
-
-
-def _group_codes(batch: pa.RecordBatch, per: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:
-    """Per-row group code and the group key (tuple of Python values) of each code."""
-    n = batch.num_rows
-    if not per:
-        return np.zeros(n, dtype=np.int64), [()]
-    combined = np.zeros(n, dtype=np.int64)
-    tables: list[list] = []
-    for c in per:
-        arr = batch.column(c)
-        enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
-        values = [*enc.dictionary.to_pylist(), None]
-        idx = enc.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
-        combined = combined * len(values) + idx
-        tables.append(values)
-    uniq, inverse = np.unique(combined, return_inverse=True)
-    keys = []
-    for u in uniq:
-        parts = []
-        rest = int(u)
-        for values in reversed(tables):
-            rest, i = divmod(rest, len(values))
-            parts.append(values[i])
-        keys.append(tuple(reversed(parts)))
-    return inverse.astype(np.int64).reshape(-1), keys
-
-
 @dataclass
 class _State:
     """The running answer of one group: objective values, dataset positions, carried columns."""
@@ -397,16 +288,16 @@ def _reduce(
     reducer: _Reducer,
     stats: ScanStats,
     batch_rows: int,
-) -> tuple[dict[tuple, _State], list[_RowGroup]]:
+) -> tuple[dict[tuple, _State], list[RowGroup]]:
     """Pass 1: the running answer per group, carrying the requested columns already read."""
     read = list(dict.fromkeys([*value_cols, *per]))
     carry_cols = [c for c in out_cols if c in read]
-    groups = _row_groups(sw.dataset, expr, stats)
+    groups = row_groups(sw.dataset, expr, stats)
     states: dict[tuple, _State] = {}
     k = len(value_cols)
-    for batch, rows in _scan(sw.dataset, groups, read, expr, stats, batch_rows):
-        vals = _values(batch, value_cols, signs)
-        codes, keys = _group_codes(batch, per)
+    for batch, rows in scan(sw.dataset, groups, read, expr, stats, batch_rows):
+        vals = values(batch, value_cols, signs)
+        codes, keys = group_codes(batch, per)
         if len(keys) == 1:
             parts: list[tuple[tuple, np.ndarray | None]] = [(keys[0], None)]
         else:
@@ -435,43 +326,10 @@ def _reduce(
     return states, groups
 
 
-def _fetch(
-    sw: Sweep,
-    groups: list[_RowGroup],
-    rows: np.ndarray,
-    columns: Sequence[str],
-    stats: ScanStats,
-    batch_rows: int,
-) -> pa.Table:
-    """Pass 2: ``columns`` of the rows at dataset positions ``rows`` (ascending), in that order."""
-    schema = pa.schema([sw.schema.field(c) for c in columns])
-    if len(rows) == 0 or not columns:
-        return schema.empty_table()
-    bases = np.asarray([g.base for g in groups], dtype=np.int64)
-    which = np.searchsorted(bases, rows, side="right") - 1
-    pieces = []
-    for gi in np.unique(which):
-        rg = groups[int(gi)]
-        wanted = rows[which == gi] - rg.base
-        stats.second_pass_row_groups += 1
-        start = 0
-        for batch in rg.fragment.to_batches(
-            columns=list(columns), schema=sw.dataset.schema, batch_size=batch_rows, use_threads=True
-        ):
-            n = batch.num_rows
-            inside = wanted[(wanted >= start) & (wanted < start + n)] - start
-            if len(inside):
-                pieces.append(pa.Table.from_batches([batch.take(pa.array(inside))]))
-            start += n
-            if start > wanted[-1]:
-                break
-    return pa.concat_tables(pieces).cast(schema) if pieces else schema.empty_table()
-
-
 def _assemble(
     sw: Sweep,
     states: dict[tuple, _State],
-    groups: list[_RowGroup],
+    groups: list[RowGroup],
     per: Sequence[str],
     out_cols: Sequence[str],
     stats: ScanStats,
@@ -497,7 +355,7 @@ def _assemble(
     # fetch the missing columns in position order, then put everything in answer order
     by_pos = np.argsort(rows, kind="stable")
     missing = [c for c in out_cols if carried is None or c not in carried.column_names]
-    fetched = _fetch(sw, groups, rows[by_pos], missing, stats, batch_rows)
+    fetched = fetch(sw.dataset, groups, rows[by_pos], missing, stats, batch_rows)
     sort_vals = np.where(np.isnan(vals), np.inf, vals)
     keys_for_sort = [rows, *[sort_vals[:, j] for j in range(sort_vals.shape[1] - 1, -1, -1)], grp]
     order = np.lexsort(keys_for_sort) if len(rows) else np.empty(0, dtype=np.int64)
@@ -545,6 +403,7 @@ def _run(
     sw = as_sweep(source)
     per = _check_columns(sw, list(per), "--per")
     out_cols = _check_columns(sw, columns, "--columns") if columns else list(sw.schema.names)
+    out_cols = [*_identity(sw, out_cols), *out_cols]
     expr = _filter(sw, where, feasible_only)
     st = stats if stats is not None else ScanStats()
     started = time.perf_counter()
@@ -567,7 +426,8 @@ def pareto(
     stats: ScanStats | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> pa.Table:
-    """The non-dominated rows (one front per ``per`` group), exactly; see the module docstring.
+    """The non-dominated rows (one front per model, machine and ``per`` group), exactly; see
+    the module docstring.
 
     ``minimize`` and ``maximize`` name numeric columns (at least one in all);
     ``where`` is a ``--where`` text; ``columns`` the output columns (default
@@ -584,9 +444,10 @@ def pareto(
     if len(set(objs)) != len(objs):
         raise InputError("an objective is given twice")
     signs = [1.0] * len(mins) + [-1.0] * len(maxs)
-    query = {"min": mins, "max": maxs, "per": split_names(per), "where": _text(where)}
+    groups = _grouped(sw, per)
+    query = {"min": mins, "max": maxs, "per": groups, "where": _text(where)}
     return _run(
-        "pareto", sw, objs, signs, _pareto_reducer(len(objs)), where, split_names(per), columns,
+        "pareto", sw, objs, signs, _pareto_reducer(len(objs)), where, groups, columns,
         feasible_only, stats, batch_rows, False, query,
     )  # fmt: skip
 
@@ -605,7 +466,8 @@ def top(
     batch_rows: int = BATCH_ROWS,
     rank: bool = True,
 ) -> pa.Table:
-    """The ``k`` rows with the smallest ``by`` (largest with ``descending``) per ``per`` group.
+    """The ``k`` rows with the smallest ``by`` (largest with ``descending``) per model, machine
+    and ``per`` group.
 
     Ties go to the row earlier in the dataset; a ``rank`` column (1..k per
     group) is appended unless ``rank=False``.
@@ -615,9 +477,10 @@ def top(
         raise InputError(f"-k must be >= 1, got {k}")
     _check_columns(sw, [by], "--by")
     _check_numeric(sw, [by], "--by")
-    query = {"by": by, "k": k, "descending": descending, "per": split_names(per), "where": _text(where)}
+    groups = _grouped(sw, per)
+    query = {"by": by, "k": k, "descending": descending, "per": groups, "where": _text(where)}
     return _run(
-        "top", sw, [by], [-1.0 if descending else 1.0], _top_reducer(k), where, split_names(per), columns,
+        "top", sw, [by], [-1.0 if descending else 1.0], _top_reducer(k), where, groups, columns,
         feasible_only, stats, batch_rows, rank, query,
     )  # fmt: skip
 
@@ -633,13 +496,14 @@ def best(
     stats: ScanStats | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> pa.Table:
-    """The fastest feasible row per group (default: per GPU count p), as in ParaDL's ranking tables.
+    """The fastest feasible row per model, machine and group (default: per GPU count p), as in
+    ParaDL's ranking tables.
 
     With ``rank``, the best row of every strategy in each group, ranked 1, 2, ...
     by ``by`` (the paper's per-p strategy ranking).
     """
     sw = as_sweep(source)
-    groups = split_names(per)
+    groups = _grouped(sw, per)
     if rank:
         if "strategy" not in sw.schema.names:
             raise InputError("--rank needs a 'strategy' column")
@@ -651,6 +515,17 @@ def best(
     return top(
         sw, by, 1, where=where, per=groups, columns=columns, stats=stats, batch_rows=batch_rows, rank=False
     )
+
+
+def _identity(sw: Sweep, names: Sequence[str]) -> list[str]:
+    """The :data:`IDENTITY` columns the data has and ``names`` lacks."""
+    return [c for c in IDENTITY if c in sw.schema.names and c not in names]
+
+
+def _grouped(sw: Sweep, per: Sequence[str] | str) -> list[str]:
+    """The groups of an answer: the ``per`` columns, after the :data:`IDENTITY` ones."""
+    names = split_names(per)
+    return [*_identity(sw, names), *names]
 
 
 def _rank_within(table: pa.Table, groups: Sequence[str], by: str) -> pa.Table:
@@ -679,112 +554,6 @@ def _text(where: str | Filter | None) -> str | None:
     if where is None:
         return None
     return where.text if isinstance(where, Filter) else where
-
-
-# -- output --------------------------------------------------------------------------------
-
-#: Columns shown on the terminal when none are asked for, in this order, where present.
-DISPLAY_FIRST = ("model", "machine", "strategy", "p", "p1", "p2", "b", "B", "S")
-DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit", "rank")
-
-
-def display_columns(table: pa.Table, extra: Sequence[str] = ()) -> list[str]:
-    """A readable subset for the terminal: identity, configuration, swept machine parameters,
-    the query's own columns, times and memory. Columns constant over the table among model
-    and machine are left out when the table has more than one row."""
-    names = table.column_names
-    wanted = [
-        *DISPLAY_FIRST,
-        *[c for c in names if c in SCALAR_PARAMS],
-        *extra,
-        *DISPLAY_LAST,
-    ]
-    out = []
-    for c in wanted:
-        if c in names and c not in out:
-            if c in ("model", "machine") and table.num_rows > 1 and len(pc.unique(table.column(c))) == 1:
-                continue
-            out.append(c)
-    return out
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) else str(value)
-    text = str(value)
-    return text if text else "-"
-
-
-def format_table(table: pa.Table, columns: Sequence[str] | None = None, max_rows: int | None = None) -> str:
-    """A plain aligned text table (numbers right-aligned, 6 significant digits)."""
-    cols = list(columns) if columns else table.column_names
-    shown = table if max_rows is None else table.slice(0, max_rows)
-    data = {c: [_cell(v) for v in shown.column(c).to_pylist()] for c in cols}
-    numeric = {
-        c: pa.types.is_integer(table.schema.field(c).type) or pa.types.is_floating(table.schema.field(c).type)
-        for c in cols
-    }
-    widths = {c: max([len(c), *map(len, data[c])]) for c in cols}
-    lines = ["  ".join(c.rjust(widths[c]) if numeric[c] else c.ljust(widths[c]) for c in cols).rstrip()]
-    for i in range(shown.num_rows):
-        cells = [data[c][i].rjust(widths[c]) if numeric[c] else data[c][i].ljust(widths[c]) for c in cols]
-        lines.append("  ".join(cells).rstrip())
-    if max_rows is not None and table.num_rows > max_rows:
-        lines.append(f"... {table.num_rows - max_rows:,} more rows")
-    return "\n".join(lines)
-
-
-OUTPUT_SUFFIXES = (".parquet", ".pq", ".csv", ".json", ".jsonl", ".ndjson")
-
-
-def write_table(table: pa.Table, path: str | Path) -> Path:
-    """Write a result as Parquet, CSV, JSON (one array of objects) or JSON lines, by suffix.
-
-    Written to a dot-named temporary file and renamed, so no partial file is left.
-    """
-    out = Path(path)
-    suffix = out.suffix.lower()
-    if suffix not in OUTPUT_SUFFIXES:
-        raise InputError(f"-o: unknown output type '{suffix or out.name}' (use {', '.join(OUTPUT_SUFFIXES)})")
-    if not out.parent.exists():
-        raise InputError("-o: folder does not exist", str(out.parent))
-    with store.written(out) as tmp:
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, tmp, compression="zstd")
-        elif suffix == ".csv":
-            import pyarrow.csv as pacsv
-
-            plain = table.cast(
-                pa.schema(
-                    [
-                        pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
-                        for f in table.schema
-                    ]
-                )
-            )
-            pacsv.write_csv(plain, tmp)
-        else:
-            records = [{k: _json_value(v) for k, v in row.items()} for row in table.to_pylist()]
-            if suffix == ".json":
-                text = json.dumps(records, indent=1) + "\n"
-            else:
-                text = "".join(json.dumps(r) + "\n" for r in records)
-            tmp.write_text(text)
-    return out
-
-
-def _json_value(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 #: ``sweep.open``: the notebook entry point.

@@ -45,6 +45,7 @@ from sweep.inputs.configs import (
     resolve_config,
 )
 from sweep.inputs.machines import override
+from sweep.output import store
 
 #: Parameters without a derivative, and why.
 SKIPPED = {
@@ -168,14 +169,12 @@ def _value_of(bound: Bound, name: str) -> float:
 
 
 def _table(ident: Mapping[str, list], values: Mapping[str, list], metric, t, e, limit) -> pa.Table:
-    from kernels import LIMITS
-
     cols: dict[str, object] = dict(ident)
     for k in PARAMS:
         cols[k] = pa.array(values[k], pa.float64())
     cols[metric] = pa.array(np.asarray(t, np.float64))
     cols["feasible"] = pa.array(np.asarray(limit) == 0)
-    cols["limit"] = pa.array([LIMITS[int(x)] for x in np.asarray(limit)])
+    cols[store.LIMIT_REASON] = pa.array([store.limit_reason(int(x)) for x in np.asarray(limit)], pa.string())
     e = np.asarray(e, np.float64).reshape(len(t), len(PARAMS))
     for i, k in enumerate(PARAMS):
         cols[f"e_{k}"] = pa.array(e[:, i])
@@ -331,7 +330,7 @@ def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
         + (f" p2={row['p2']}" if row["strategy"] in ("data+filter", "data+spatial") else "")
         + (f" S={row['S']}" if row["strategy"] == "pipeline" else "")
         + f": {metric} = {row[metric]:.6g}"
-        + ("" if row["feasible"] else f" (infeasible: {row['limit']})")
+        + ("" if row["feasible"] else f" (infeasible: {row[store.LIMIT_REASON]})")
     )
     lines = [
         head,

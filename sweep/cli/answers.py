@@ -384,7 +384,7 @@ def plot_scaling(source, out, x, metric, where, vline, linear_x, linear_y) -> No
     Example:
       sweep plot scaling outputs/paper-resnet50-vgg16 --where "model == 'resnet50'" -o scaling.png
       sweep plot scaling outputs/codesign-resnet50-1024 --x inter_bandwidth_Bps \\
-          --where "p == 1024 and B == 8192" --vline 1.8e10 --linear-y -o crossover.png
+          --where "p == 1024 and global_batch == 8192" --vline 1.8e10 --linear-y -o crossover.png
     """
     from sweep.answers import plot as plots
 
@@ -456,7 +456,7 @@ def plot_regime(source, out, x, y, metric, where) -> None:
     \b
     Example:
       sweep plot regime outputs/codesign-resnet50-1024 --x p --y inter_bandwidth_Bps \\
-          --where "B == 8192" -o regime.png
+          --where "global_batch == 8192" -o regime.png
     """
     from sweep.answers import plot as plots
 

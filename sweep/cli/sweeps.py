@@ -155,7 +155,7 @@ def merge(folder) -> None:
 
     Verifies the N shard manifests (all present, same run, complete, part
     files in place), reduces the shards' results for --keep runs into
-    part-keep.parquet, and writes _manifest.json with complete = true.
+    part-keep.parquet, and writes _manifest.parquet with complete = true.
     Missing or unfinished shards are named in a one-line error (exit 2).
 
     \b
@@ -170,8 +170,10 @@ def merge(folder) -> None:
 
 
 def _fmt(value) -> str:
+    if value is None or value == "":
+        return "-"
     if isinstance(value, (bool, str)):
-        return str(value) if value != "" else "-"
+        return str(value)
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:.6g}"

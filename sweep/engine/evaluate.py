@@ -13,13 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from kernels import LIMITS, SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
+from kernels import SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
 from kernels.terms import scale_terms
 from sweep.inputs.configs import Bound, resolve_config
 from sweep.inputs.machines import override
+from sweep.output.store import LIMIT_REASON, column_name, limit_reason
 
-#: Integer-valued configuration columns.
-CONFIG_COLUMNS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
+#: Integer-valued configuration fields of :class:`kernels.Cost`, in output order.
+CONFIG_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
+#: Their output columns (``B`` is ``global_batch``: :data:`sweep.output.store.FIELD_COLUMNS`).
+CONFIG_COLUMNS: tuple[str, ...] = tuple(column_name(f) for f in CONFIG_FIELDS)
 #: Float result columns, in output order (SPEC section 6).
 RESULT_COLUMNS: tuple[str, ...] = (
     "t_comp_s",
@@ -95,8 +98,8 @@ def row_dict(
 ) -> dict:
     """One row as a plain dict in SPEC section 6 order."""
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
-    for name in CONFIG_COLUMNS:
-        value = float(getattr(cost, name))
+    for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
+        value = float(getattr(cost, field))
         row[name] = round(value) if math.isfinite(value) and value == round(value) else value
     for name in SCALAR_PARAMS:
         if name in overrides:
@@ -105,5 +108,5 @@ def row_dict(
     for name in RESULT_COLUMNS:
         row[name] = float(merged[name])
     row["feasible"] = bool(derived.feasible)
-    row["limit"] = LIMITS[int(cost.limit)]
+    row[LIMIT_REASON] = limit_reason(int(cost.limit))
     return row

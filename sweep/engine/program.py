@@ -37,7 +37,7 @@ from kernels import Config
 from sweep.engine import compiled as traced
 from sweep.engine import index
 from sweep.engine.devices import AXIS, device_mesh, local_devices
-from sweep.engine.evaluate import CONFIG_COLUMNS, RESULT_COLUMNS, point_fn
+from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, point_fn
 from sweep.engine.filters import (
     compact_indices,
     floor_div,
@@ -124,7 +124,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         cost, derived = jax.lax.optimization_barrier((cost, derived))
         merged = {**cost._asdict(), **derived._asdict()}
         floats = tuple(jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS)
-        ints = tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_COLUMNS) + tuple(
+        ints = tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_FIELDS) + tuple(
             at[k][1] for k in machine_axes
         )
         fits = p2_fits(p, p2) if hybrid else jnp.ones((), bool)

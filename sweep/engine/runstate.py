@@ -326,12 +326,12 @@ class RunState:
         self.reducer = None
         self.keep_seq = int(self.previous.get("keep_seq", 0))
         if opts.keep.reduces:
-            prefix = f"_spill-{self.tag}-" if self.tag else "_spill-"
-            self.reducer = Reducer(opts.keep, schema, self.folder, prefix)
+            self.reducer = Reducer(opts.keep, schema, self.folder, store.spill_prefix(self.tag))
             spills = list(self.previous.get("keep_spill", []))
             self.reducer.adopt(spills)
             self.manifest["keep_spill"] = spills
-            if self.previous.get("keep_state"):
+            # a complete shard's result may be merged and gone; a complete run needs nothing
+            if self.previous.get("keep_state") and not self.previous.get("complete"):
                 self.reducer.load(self.folder / self.previous["keep_state"])
                 self.manifest["keep_state"] = self.previous["keep_state"]
                 self.manifest["keep_seq"] = self.keep_seq
@@ -363,8 +363,10 @@ class RunState:
     def save_manifest(self) -> None:
         """Write the manifest (callers hold :attr:`lock` when other threads may record)."""
         self.manifest["done"], self.manifest["done_extra"] = self.done.to_json()
-        store.atomic_write_text(
-            self.folder / store.manifest_name(self.tag), self.manifest_text(self.manifest)
+        store.write_manifest(
+            self.folder / store.manifest_name(self.tag),
+            self.manifest_text(self.manifest),
+            self.part_writer.schema,
         )
 
     def record(self, job: int, number: int, rows: int) -> None:
@@ -407,8 +409,7 @@ class RunState:
         assert self.reducer is not None
         began = time.perf_counter()
         self.keep_seq += 1
-        prefix = f"_keep-{self.tag}-" if self.tag else "_keep-"
-        name = f"{prefix}{self.keep_seq:06d}.parquet"
+        name = f"{store.checkpoint_prefix(self.tag)}{self.keep_seq:06d}.parquet"
         self._write_state(name)
         old = self.manifest.get("keep_state")
         with self.lock:
@@ -437,7 +438,7 @@ class RunState:
                 rows = self.part_writer.write_tables(store.KEEP_PART, self.reducer.tables())
                 self.manifest.pop("keep_state", None)
             else:
-                name = f"_keep-{self.tag}.parquet"
+                name = store.shard_result_name(self.tag)
                 rows = write_state(self.folder / name, self.reducer.state_tables())
                 self.manifest["keep_state"] = name
             self.manifest["rows"] = rows
@@ -446,8 +447,7 @@ class RunState:
             self.manifest["complete"] = True
             self.save_manifest()
         if self.reducer is not None:  # once the manifest no longer names them
-            checkpoints = f"_keep-{self.tag}-*.parquet" if self.tag else "_keep-[0-9]*.parquet"
-            for f in self.folder.glob(checkpoints):
+            for f in self.folder.glob(f"{store.checkpoint_prefix(self.tag)}[0-9]*.parquet"):
                 f.unlink()
             self.reducer.discard_spills()
         store.remove_temporaries(self.folder, self.tag)  # of a worker or shard killed mid-write

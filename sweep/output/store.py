@@ -1,15 +1,25 @@
-"""Streaming Parquet output: a dataset folder of part files and a manifest (SPEC section 6).
+"""Streaming Parquet output: a dataset folder of part files and a manifest (docs/output-format.md).
 
 Part files are written under a dot-name (which Arrow readers skip) and
 renamed when complete, so a reader or an interrupted run never sees a
-partial part file. ``_manifest.json`` (also written by rename) records the
-spec, versions, the number of finished chunks per job, the rows written and
-whether the run completed; ``--resume`` continues from it.
+partial part file. The manifest records the spec, versions, the number of
+finished chunks per job, the rows written and whether the run completed;
+``--resume`` continues from it. It is a Parquet file too,
+``_manifest.parquet``: the data's schema, no rows, and the manifest's JSON
+in the file's key-value metadata (:data:`MANIFEST_KEY`). Every file of a
+finished folder is then Parquet of one schema, so readers that take every
+file of a folder (Polars, DuckDB's ``*.parquet``) read the same rows as
+those that skip ``_``-files (pyarrow.dataset, pandas).
 
 A shard of a run (``--shard K/N``) writes into the same folder under names
 that carry its tag (``part-s0003of0016-j0001-c000000012.parquet``,
-``_manifest-s0003of0016.json``), so shards never write the same file;
-``sweep merge`` checks their manifests and writes ``_manifest.json``.
+``_manifest-s0003of0016.parquet``), so shards never write the same file;
+``sweep merge`` checks their manifests and writes ``_manifest.parquet``.
+
+This module names every file of a dataset folder: :data:`MANIFEST`,
+:func:`manifest_name`, :func:`part_name`, :data:`KEEP_PART`,
+:func:`checkpoint_prefix`, :func:`spill_prefix`, :func:`shard_result_name`
+and :func:`temporary`.
 """
 
 from __future__ import annotations
@@ -32,10 +42,44 @@ import pyarrow.parquet as pq
 from kernels.names import LIMITS
 from sweep.errors import InputError
 
-MANIFEST = "_manifest.json"
+MANIFEST = "_manifest.parquet"
+#: The key of the manifest's JSON in the manifest file's key-value metadata.
+MANIFEST_KEY = "paradl_manifest"
+#: Manifests of versions before the Parquet one: recognised only to say so.
+OLD_MANIFEST = "_manifest.json"
+#: The error for a folder of such a version, given the old manifest's name.
+OLD_VERSION = (
+    "was written by an earlier version of paradl-sweep ({}): cannot continue it; "
+    "use another folder or --overwrite"
+)
 #: The file of a run's reduction (``--keep``): its kept rows, written once at the end.
 KEEP_PART = "part-keep.parquet"
 META_KEY = b"paradl_sweep"
+
+#: Output column of each kernel field (:class:`kernels.Cost`) whose own name would mislead
+#: an SQL engine: DuckDB reads names case-insensitively, so ``B`` would be ``b``, and
+#: ``limit`` is a reserved word. The one place that maps fields to columns; every other
+#: field is its own column (docs/output-format.md, changelog).
+FIELD_COLUMNS = {"B": "global_batch", "limit": "limit_reason"}
+#: The column of a configuration's limit reason, null where it has none.
+LIMIT_REASON = FIELD_COLUMNS["limit"]
+
+
+def column_name(field: str) -> str:
+    """The output column of kernel field ``field``."""
+    return FIELD_COLUMNS.get(field, field)
+
+
+def limit_reason(code: int) -> str | None:
+    """The ``limit_reason`` value of a :data:`kernels.LIMITS` code: None for a feasible one (0)."""
+    return LIMITS[code] or None
+
+
+def limit_reasons(codes: np.ndarray) -> pa.DictionaryArray:
+    """The ``limit_reason`` column of :data:`kernels.LIMITS` codes: null where feasible (0)."""
+    codes = np.asarray(codes)
+    indices = pa.array(codes.astype(np.int8) - 1, pa.int8(), mask=codes == 0)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(list(LIMITS[1:])))
 
 
 def versions() -> dict[str, str]:
@@ -57,11 +101,6 @@ def temporary(path: Path) -> Path:
     atomic, so the file is one complete copy either way.
     """
     return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a dot-named temporary file and a rename."""
-    atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -123,12 +162,29 @@ def shard_tag(k: int, n: int) -> str:
     return f"s{k:04d}of{n:04d}"
 
 
-SHARD_MANIFEST = re.compile(r"_manifest-s(\d+)of(\d+)\.json")
+SHARD_MANIFEST = re.compile(r"_manifest-s(\d+)of(\d+)\.parquet")
 
 
 def manifest_name(tag: str | None = None) -> str:
-    """``_manifest.json``, or a shard's ``_manifest-s0003of0016.json``."""
-    return MANIFEST if tag is None else f"_manifest-{tag}.json"
+    """``_manifest.parquet``, or a shard's ``_manifest-s0003of0016.parquet``."""
+    return MANIFEST if tag is None else f"_manifest-{tag}.parquet"
+
+
+def checkpoint_prefix(tag: str | None = None) -> str:
+    """Names of a running ``--keep`` reduction's checkpoints: ``_keep-000012.parquet``,
+    a shard's ``_keep-s0003of0016-000012.parquet`` (deleted when the run completes)."""
+    return f"_keep-{tag}-" if tag else "_keep-"
+
+
+def shard_result_name(tag: str) -> str:
+    """``_keep-s0003of0016.parquet``: a shard's ``--keep`` result, until ``sweep merge``."""
+    return f"_keep-{tag}.parquet"
+
+
+def spill_prefix(tag: str | None = None) -> str:
+    """Names of a reduction's spills: ``_spill-000003.parquet``, a shard's
+    ``_spill-s0003of0016-000003.parquet``, a merge's ``_spill-merge-000003.parquet``."""
+    return f"_spill-{tag}-" if tag else "_spill-"
 
 
 @dataclass
@@ -159,14 +215,22 @@ class Schema:
             fields.append(pa.field(name, pa.float64() if name in self.axis_values else pa.int32()))
         fields.extend(pa.field(name, self.float_type) for name in self.float_columns)
         fields.append(pa.field("feasible", pa.bool_()))
-        fields.append(pa.field("limit", pa.dictionary(pa.int8(), pa.string())))
+        fields.append(pa.field(LIMIT_REASON, pa.dictionary(pa.int8(), pa.string())))
         schema = pa.schema(fields)
         if self.columns is not None:
             schema = pa.schema([schema.field(c) for c in self.columns])
         return schema.with_metadata({META_KEY: json.dumps(self.metadata).encode()})
 
     def all_names(self) -> list[str]:
-        return ["model", "machine", "strategy", *self.int_columns, *self.float_columns, "feasible", "limit"]
+        return [
+            "model",
+            "machine",
+            "strategy",
+            *self.int_columns,
+            *self.float_columns,
+            "feasible",
+            LIMIT_REASON,
+        ]
 
     def statistics_columns(self) -> list[str]:
         """Columns whose row-group min/max a sweep writes: labels, configuration and swept axes.
@@ -219,8 +283,8 @@ class Schema:
                 arrays[name] = pa.array(floats[i].astype(ftype, copy=False))
         if "feasible" in wanted:
             arrays["feasible"] = pa.array(limit == 0)
-        if "limit" in wanted:
-            arrays["limit"] = pa.DictionaryArray.from_arrays(limit.astype(np.int8), pa.array(list(LIMITS)))
+        if LIMIT_REASON in wanted:
+            arrays[LIMIT_REASON] = limit_reasons(limit)
         schema = self.arrow()
         return pa.table([arrays[f.name] for f in schema], schema=schema)
 
@@ -281,7 +345,7 @@ class PartWriter:
             tables,
             row_group_size,
             compression=self.compression,
-            use_dictionary=["model", "machine", "strategy", "limit"],
+            use_dictionary=["model", "machine", "strategy", LIMIT_REASON],
             use_byte_stream_split=self.split,
             write_statistics=self.statistics,
         )
@@ -347,20 +411,43 @@ class ManifestText:
         return "{\n" + ",\n".join(parts) + "\n}"
 
 
+def write_manifest(path: Path, text: str, schema: pa.Schema) -> None:
+    """Write manifest ``text`` (JSON) as ``path``: a Parquet file of ``schema`` (the data's)
+    with no rows and ``text`` under :data:`MANIFEST_KEY`, by temporary name and rename."""
+    tmp = temporary(path)
+    try:
+        writer = pq.ParquetWriter(tmp, schema)
+        writer.add_key_value_metadata({MANIFEST_KEY: text})
+        writer.close()
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def read_manifest(folder: Path, name: str = MANIFEST) -> dict | None:
+    """The manifest ``name`` in ``folder`` as a dict, None if there is none."""
     path = folder / name
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:  # ValueError: bad JSON, or bytes that are not UTF-8
-        raise InputError(f"unreadable manifest: {err}", str(path)) from None
+        meta = pq.read_metadata(path).metadata or {}
+        return json.loads(meta[MANIFEST_KEY.encode()])
+    except KeyError:
+        raise InputError(f"not a manifest: no '{MANIFEST_KEY}' metadata", str(path)) from None
+    except (OSError, ValueError, pa.ArrowException) as err:  # ValueError: bad JSON or UTF-8
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"unreadable manifest: {first}", str(path)) from None
+
+
+def old_manifests(folder: Path) -> list[Path]:
+    """Manifests an earlier version wrote (``_manifest.json``, ``_manifest-sKofN.json``)."""
+    return [*folder.glob(OLD_MANIFEST), *folder.glob("_manifest-s*of*.json")]
 
 
 def shard_manifests(folder: Path) -> dict[tuple[int, int], Path]:
     """The shard manifests in ``folder``, by (k, n)."""
     out = {}
-    for path in folder.glob("_manifest-s*of*.json"):
+    for path in folder.glob("_manifest-s*of*.parquet"):
         m = SHARD_MANIFEST.fullmatch(path.name)
         if m:
             out[(int(m[1]), int(m[2]))] = path
@@ -387,15 +474,19 @@ def prepare_folder(
     if tag is not None:
         return _prepare_shard(folder, overwrite, run_key, tag)
     remove_temporaries(folder)
-    manifest = read_manifest(folder)
-    has_parts = any(folder.glob("part-*.parquet")) or bool(shard_manifests(folder))
+    old = old_manifests(folder)
+    manifest = None if overwrite else read_manifest(folder)
+    has_parts = any(folder.glob("part-*.parquet")) or bool(shard_manifests(folder)) or bool(old)
     if overwrite:
         _remove(folder.glob("part-*.parquet"))
         _remove(folder.glob("_keep-*.parquet"))
         _remove(folder.glob("_spill-*.parquet"))
         _remove(shard_manifests(folder).values())
+        _remove(old)
         (folder / MANIFEST).unlink(missing_ok=True)
         return None
+    if resume and manifest is None and old:
+        raise InputError(OLD_VERSION.format(old[0].name), str(folder))
     if resume:
         if manifest is None:
             if has_parts:
@@ -420,10 +511,13 @@ def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> di
     own = manifest_name(tag)
     if overwrite:  # this shard's files only; a merge of the old shards no longer holds
         _remove(folder.glob(f"part-{tag}-*.parquet"))
-        _remove(folder.glob(f"_keep-{tag}*.parquet"))
-        _remove(folder.glob(f"_spill-{tag}-*.parquet"))
-        _remove([folder / own, folder / MANIFEST])
+        _remove(folder.glob(f"{checkpoint_prefix(tag)}*.parquet"))
+        _remove([folder / shard_result_name(tag)])
+        _remove(folder.glob(f"{spill_prefix(tag)}*.parquet"))
+        _remove([folder / own, folder / MANIFEST, folder / f"_manifest-{tag}.json", folder / OLD_MANIFEST])
         return None
+    if old := old_manifests(folder):
+        raise InputError(OLD_VERSION.format(old[0].name), str(folder))
     for path in [folder / MANIFEST, *(p for p in shard_manifests(folder).values() if p.name != own)]:
         other = read_manifest(folder, path.name)
         if other is not None and other.get("run_key") != run_key:

@@ -7,7 +7,9 @@ manifests exist, agree on the run and are complete, and that their part
 files are all there; for ``--keep`` runs it reduces the shards' results
 (the Pareto front of their fronts, the top k of their top k's, ties broken
 by row identity as in one run) into ``part-keep.parquet``. It then writes
-``_manifest.json`` with ``complete = true``. Merging again is harmless.
+``_manifest.parquet`` with ``complete = true`` and deletes the shards'
+``--keep`` results, so that every file left is Parquet of the data's
+schema. Merging again is harmless.
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ def _done_count(manifest: dict) -> int:
     return prefix + sum(len(v) for v in manifest.get("done_extra", {}).values())
 
 
-def _lost_files(folder: Path, manifest: dict, tag: str) -> int:
+def _lost_files(folder: Path, manifest: dict, tag: str, merged: bool) -> int:
     """Files a complete shard wrote that are not in the folder (someone deleted them)."""
     if manifest["run_key"]["keep"] != "all":
-        return 0 if (folder / manifest.get("keep_state", "-")).is_file() else 1
+        return 0 if merged or (folder / manifest.get("keep_state", "-")).is_file() else 1
     return sum(
         not (folder / store.part_name(job["index"], c, tag)).is_file()
         for job in manifest["jobs"]
@@ -47,19 +49,27 @@ def _lost_files(folder: Path, manifest: dict, tag: str) -> int:
 
 
 def merge(folder: Path) -> MergeSummary:
-    """Verify the shards in ``folder`` and write ``_manifest.json`` (and ``part-keep.parquet``).
+    """Verify the shards in ``folder`` and write ``_manifest.parquet`` (and ``part-keep.parquet``).
 
-    Raises :class:`InputError` naming every missing or unfinished shard.
+    A ``--keep`` run's shard results (``_keep-sKofN.parquet``, rows with their
+    identities) are deleted once the merged result and manifest are in place,
+    so the folder holds only Parquet files of the data's schema. Merging a
+    merged folder again checks it and changes nothing. Raises
+    :class:`InputError` naming every missing or unfinished shard.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError("no such folder", str(folder))
     found = store.shard_manifests(folder)
+    single = store.read_manifest(folder)
     if not found:
-        single = store.read_manifest(folder)
         if single is not None and single.get("complete") and "shards" not in single.get("run_key", {}):
             return MergeSummary(folder, 1, int(single["rows"]), single["run_key"]["keep"])
-        raise InputError("no shard manifests (_manifest-sKofN.json): nothing to merge", str(folder))
+        if old := store.old_manifests(folder):
+            raise InputError(store.OLD_VERSION.format(old[0].name), str(folder))
+        raise InputError(
+            f"no shard manifests ({store.manifest_name('sKofN')}): nothing to merge", str(folder)
+        )
     counts = sorted({n for _, n in found})
     if len(counts) > 1:
         raise InputError(f"holds shards of different counts ({', '.join(map(str, counts))})", str(folder))
@@ -74,6 +84,40 @@ def merge(folder: Path) -> MergeSummary:
     odd = [store.shard_tag(k, n) for k, m in manifests.items() if m.get("run_key") != run_key]
     if odd:
         raise InputError(f"shards {', '.join(odd)} were run with a different spec or options", str(folder))
+    merged = single is not None and _merged(folder, single, run_key, n, manifests)
+    _check_finished(folder, manifests, n, merged)
+    if merged:
+        rows = int(single["rows"])  # type: ignore[index]
+    else:
+        first = manifests[0]
+        schema = store.Schema.from_json(first["schema"])
+        if run_key["keep"] != "all":
+            rows = _merge_kept(folder, schema, run_key["keep"], manifests, first.get("compression", "zstd"))
+        else:
+            rows = sum(int(m["rows"]) for m in manifests.values())
+        doc = _merged_manifest(manifests, run_key, n, rows)
+        store.write_manifest(folder / store.MANIFEST, json.dumps(doc, indent=1), schema.arrow())
+    if run_key["keep"] != "all":  # the merged manifest is in place: the shards' results are spent
+        for m in manifests.values():
+            (folder / m["keep_state"]).unlink(missing_ok=True)
+    return MergeSummary(folder, n, rows, run_key["keep"])
+
+
+def _merged(folder: Path, single: dict, run_key: dict, n: int, manifests: dict[int, dict]) -> bool:
+    """Whether ``folder`` already holds the merge of these ``n`` complete shards."""
+    return (
+        bool(single.get("complete"))
+        and single.get("shards") == n
+        and single.get("run_key") == run_key
+        and len(manifests) == n
+        and all(m.get("complete") for m in manifests.values())
+        and (run_key["keep"] == "all" or (folder / store.KEEP_PART).is_file())
+    )
+
+
+def _check_finished(folder: Path, manifests: dict[int, dict], n: int, merged: bool) -> None:
+    """Raise an :class:`InputError` naming every shard that is missing, unfinished or has lost
+    files (a merged ``--keep`` run's shard results are gone by design)."""
     problems = []
     for k in range(n):
         tag = store.shard_tag(k, n)
@@ -83,7 +127,7 @@ def merge(folder: Path) -> MergeSummary:
         elif not m.get("complete"):
             total = sum(job["chunks"] for job in m["jobs"])
             problems.append(f"{tag} (incomplete: {_done_count(m)} of {total} chunks)")
-        elif lost := _lost_files(folder, m, tag):
+        elif lost := _lost_files(folder, m, tag, merged):
             problems.append(f"{tag} ({lost} files missing)")
     if problems:
         raise InputError(
@@ -91,22 +135,27 @@ def merge(folder: Path) -> MergeSummary:
             f"rerun each with sweep run SPEC --shard K/{n} -o {folder}",
             str(folder),
         )
+
+
+def _merge_kept(
+    folder: Path, schema: store.Schema, keep_text: str, manifests: dict[int, dict], compression: str
+) -> int:
+    """Reduce the shards' ``--keep`` results into ``part-keep.parquet``; returns its rows."""
+    keep = parse_keep(keep_text, (*schema.int_columns, *schema.float_columns))
+    reducer = Reducer(keep, schema, folder, store.spill_prefix("merge"))
+    reducer.adopt([])  # deletes the spills of a merge that was killed
+    try:
+        for k in sorted(manifests):
+            reducer.load(folder / manifests[k]["keep_state"])
+        writer = store.PartWriter(folder, schema.arrow(), compression)
+        return writer.write_tables(store.KEEP_PART, reducer.tables())
+    finally:
+        reducer.discard_spills()
+
+
+def _merged_manifest(manifests: dict[int, dict], run_key: dict, n: int, rows: int) -> dict:
+    """The manifest of the whole run: the shards' jobs joined, each shard's finished chunks."""
     first = manifests[0]
-    keep_text = run_key["keep"]
-    if keep_text != "all":
-        schema = store.Schema.from_json(first["schema"])
-        keep = parse_keep(keep_text, (*schema.int_columns, *schema.float_columns))
-        reducer = Reducer(keep, schema, folder, "_spill-merge-")
-        reducer.adopt([])  # deletes the spills of a merge that was killed
-        try:
-            for k in range(n):
-                reducer.load(folder / manifests[k]["keep_state"])
-            writer = store.PartWriter(folder, schema.arrow(), first.get("compression", "zstd"))
-            rows = writer.write_tables(store.KEEP_PART, reducer.tables())
-        finally:
-            reducer.discard_spills()
-    else:
-        rows = sum(int(m["rows"]) for m in manifests.values())
     jobs: dict[int, dict] = {}
     for k in range(n):
         for job in manifests[k]["jobs"]:
@@ -116,7 +165,7 @@ def merge(folder: Path) -> MergeSummary:
                 max(entry["range"][1], job["range"][1]),
             ]
             entry["chunks"] += job["chunks"]
-    merged = {
+    return {
         "format": first["format"],
         "name": first["name"],
         "spec_path": first["spec_path"],
@@ -129,5 +178,3 @@ def merge(folder: Path) -> MergeSummary:
         "complete": True,
         "schema": first["schema"],
     }
-    store.atomic_write_text(folder / store.MANIFEST, json.dumps(merged, indent=1))
-    return MergeSummary(folder, n, rows, keep_text)

@@ -210,7 +210,9 @@ class Reducer:
     for a checkpoint's manifest (:meth:`adopt` takes them back on resume).
     """
 
-    def __init__(self, keep: Keep, schema: store.Schema, folder: Path | None = None, prefix: str = "_spill-"):
+    def __init__(
+        self, keep: Keep, schema: store.Schema, folder: Path | None = None, prefix: str = store.spill_prefix()
+    ):
         self.keep = keep
         self.schema = schema
         self.ni = len(schema.int_columns)

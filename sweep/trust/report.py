@@ -67,7 +67,7 @@ class Validation:
         """The report: one line per run (with ``rows``), then the summary table."""
         out = [*self.row_lines(), ""] if rows else []
         out += summary_lines(self.summaries)
-        infeasible = sum(1 for x in self.predictions.limit if x)
+        infeasible = sum(1 for x in self.predictions.limit_reason if x)
         if infeasible:
             out.append(
                 f"({infeasible} of {len(self.measurements.runs)} runs are infeasible in the model, e.g. over "
@@ -79,10 +79,10 @@ class Validation:
         """A header, then per run: measured and predicted time, ratio and symmetric accuracy."""
         lines = [
             f"{'line':>5} {'model':<14} {'strategy':<13} {'p':>5} {'b':>5} {'p2':>3} {'S':>5} "
-            f"{'measured_s':>11} {'predicted_s':>11} {'ratio':>7} {'accuracy':>8}  limit"
+            f"{'measured_s':>11} {'predicted_s':>11} {'ratio':>7} {'accuracy':>8}  limit_reason"
         ]
         pred = self.predictions
-        for run, t_pred, limit in zip(self.measurements.runs, pred.t_iter_s, pred.limit, strict=True):
+        for run, t_pred, limit in zip(self.measurements.runs, pred.t_iter_s, pred.limit_reason, strict=True):
             acc = float(symmetric_accuracy(t_pred, run.iter_time_s))
             lines.append(
                 f"{run.line:>5} {run.model:<14} {run.strategy:<13} {run.p:>5} {run.b:>5} {run.p2:>3} "

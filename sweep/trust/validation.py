@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import LIMITS, Config, Net
+from kernels import Config, Net
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
 from sweep.inputs.machines import MachineProfile
@@ -70,7 +70,9 @@ class Predictions:
     t_iter_s: np.ndarray
     t_comp_s: np.ndarray  # per iteration
     t_comm_s: np.ndarray  # per iteration
-    limit: tuple[str, ...]  # SPEC section 6 ``limit``: '' when the model finds the run feasible
+    limit_reason: tuple[
+        str | None, ...
+    ]  # the column ``limit_reason``: None when the model finds the run feasible
 
 
 def predict(meas: Measurements) -> Predictions:
@@ -80,7 +82,7 @@ def predict(meas: Measurements) -> Predictions:
     """
     n = len(meas.runs)
     t_iter, t_comp, t_comm = np.empty(n), np.empty(n), np.empty(n)
-    limit = [""] * n
+    limit: list[str | None] = [None] * n
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     compiled: dict[tuple[str, str], object] = {}
     for g in groups(meas):
@@ -98,7 +100,7 @@ def predict(meas: Measurements) -> Predictions:
         t_comp[g.index] = np.asarray(cost.t_comp_s, np.float64) / its
         t_comm[g.index] = np.asarray(derived.t_comm_s, np.float64) / its
         for i, code in zip(g.index, np.asarray(cost.limit), strict=True):
-            limit[i] = LIMITS[int(code)]
+            limit[i] = store.limit_reason(int(code))
     return Predictions(t_iter, t_comp, t_comm, tuple(limit))
 
 

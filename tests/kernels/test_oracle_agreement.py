@@ -358,7 +358,7 @@ def test_resnet50_worked_numbers_reference():
 def test_resnet50_worked_numbers_code(bound):
     """The code under test gives the hand-derived literals."""
     got = estimate(bound, "RESNET50_ImageNet_profall.net_sc", "data", 64, 32)
-    assert (got["B"], got["iterations"], got["limit"]) == (2048, 625, "")
+    assert (got["global_batch"], got["iterations"], got["limit_reason"]) == (2048, 625, None)
     assert got["t_allreduce_s"] == pytest.approx(RESNET50_ALLREDUCE_S, rel=1e-9)
     assert got["t_allgather_s"] == got["t_halo_s"] == got["t_p2p_s"] == 0
     assert got["mem_bytes"] == pytest.approx(RESNET50_MEM_BYTES, rel=1e-9)

@@ -43,6 +43,35 @@ def small_sweep(tmp_path_factory) -> Path:
     return _CACHE["small"]
 
 
+#: Two models on one machine (a small cut of grids/sweeps/paper-resnet50-vgg16.toml): 2 models
+#: x 2 strategies x 4 GPU counts x 2 b = 32 rows.
+TWO_MODELS_SPEC = """
+name = "two-models"
+models = ["resnet50", "vgg16"]
+machine = "abci"
+strategies = ["data", "filter"]
+
+[axes]
+p = [4, 8, 16, 32]
+b = [16, 32]
+"""
+
+
+def two_model_sweep(tmp_path_factory) -> Path:
+    """The output folder of ``sweep run`` on :data:`TWO_MODELS_SPEC` (run once per session)."""
+    if "two" not in _CACHE:
+        from sweep.cli.main import cli
+
+        root = tmp_path_factory.mktemp("two-models")
+        spec = root / "two.toml"
+        spec.write_text(TWO_MODELS_SPEC)
+        out = root / "out"
+        result = CliRunner().invoke(cli, ["run", str(spec), "-o", str(out), "--chunk", "8"])
+        assert result.exit_code == 0, result.output
+        _CACHE["two"] = out
+    return _CACHE["two"]
+
+
 STRATEGY_NAMES = ["data", "filter", "data+filter"]
 
 

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from sweep.cli.main import cli
+from sweep.output import store
 from tests.helpers import paradl_dir
 
 #: SPEC section 6's columns, in order, for a configuration without machine overrides.
@@ -32,7 +33,7 @@ SPEC_COLUMNS = (
     "p1",
     "p2",
     "b",
-    "B",
+    "global_batch",
     "S",
     "iterations",
     "t_comp_s",
@@ -45,7 +46,7 @@ SPEC_COLUMNS = (
     "t_p2p_s",
     "mem_bytes",
     "feasible",
-    "limit",
+    "limit_reason",
     "gpu_hours",
 )
 BUILTIN_MODELS = (
@@ -142,8 +143,8 @@ def test_estimate_json_has_every_column_and_consistent_totals(runner):
     row = estimate_json(runner, *DATA_1024)
     assert set(row) == set(SPEC_COLUMNS)
     assert (row["model"], row["machine"], row["strategy"]) == ("resnet50", "abci", "data")
-    assert (row["p"], row["p1"], row["p2"], row["b"], row["B"]) == (1024, 1024, 1, 32, 32 * 1024)
-    for name in ("p", "p1", "p2", "b", "B", "S", "iterations"):
+    assert (row["p"], row["p1"], row["p2"], row["b"], row["global_batch"]) == (1024, 1024, 1, 32, 32 * 1024)
+    for name in ("p", "p1", "p2", "b", "global_batch", "S", "iterations"):
         assert isinstance(row[name], int), name
     assert row["iterations"] == math.ceil(IMAGENET_SAMPLES / (32 * 1024)) == 40
     assert row["t_epoch_s"] == pytest.approx(row["t_comp_s"] + row["t_comm_s"], rel=1e-12)
@@ -154,7 +155,7 @@ def test_estimate_json_has_every_column_and_consistent_totals(runner):
     # data parallelism communicates by allreduce only
     assert row["t_allgather_s"] == row["t_halo_s"] == row["t_p2p_s"] == 0
     assert row["feasible"] is True
-    assert row["limit"] == ""
+    assert row["limit_reason"] is None
     assert row["t_comp_s"] > 0
     assert row["mem_bytes"] > 0
 
@@ -214,7 +215,7 @@ def test_estimate_hybrid_defaults_p2_to_gpus_per_node(runner, strategy):
         runner, "estimate", "--model", "resnet50", "--machine", "abci", "--strategy", strategy,
         "--p", "64", "--b", "32",
     )  # fmt: skip
-    assert (row["p"], row["p1"], row["p2"], row["B"]) == (64, 16, 4, 32 * 16)
+    assert (row["p"], row["p1"], row["p2"], row["global_batch"]) == (64, 16, 4, 32 * 16)
 
 
 def test_estimate_paradl_net_file(runner):
@@ -521,8 +522,8 @@ def test_run_writes_to_outputs_spec_name_by_default(runner, tmp_path, monkeypatc
     platform = jax.default_backend()
     assert f"; on {len(jax.local_devices())} {platform}" in result.stdout
     folder = tmp_path / "outputs" / "tiny"
-    assert (folder / "_manifest.json").is_file()
-    devices = json.loads((folder / "_manifest.json").read_text())["devices"]
+    assert (folder / "_manifest.parquet").is_file()
+    devices = store.read_manifest(folder)["devices"]
     assert devices.startswith(f"{len(jax.local_devices())} {platform}")
     assert len(list(folder.glob("part-*.parquet"))) == 1
 

@@ -71,7 +71,7 @@ def test_beats_crossing_matches_direct_evaluation(bound):
     assert below["data+filter"] < below["data"]
     assert above["data+filter"] > above["data"]
     at = {r["strategy"]: r for r in a.best}
-    assert at["data"]["b"] == 8 and at["data+filter"]["b"] == 32 and at["data+filter"]["B"] == 8192
+    assert at["data"]["b"] == 8 and at["data+filter"]["b"] == 32 and at["data+filter"]["global_batch"] == 8192
     assert at["data"]["t_epoch_s"] == pytest.approx(at["data+filter"]["t_epoch_s"], rel=1e-9)
 
 

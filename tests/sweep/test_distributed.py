@@ -294,7 +294,7 @@ def sharded(spec, reference, tmp_path_factory) -> Path:
     assert parts, "the killed shard wrote some part files"
     for part in parts:  # complete files only
         assert pq.read_metadata(part).num_rows >= 0
-    own = json.loads((out / "_manifest-s0000of0002.json").read_text())
+    own = store.read_manifest(out, "_manifest-s0000of0002.parquet")
     assert own["complete"] is False
     result = sweep("merge", out)
     assert result.exit_code == 2, "an unfinished shard cannot be merged"
@@ -314,7 +314,7 @@ def test_shards_killed_and_rerun_give_the_same_rows(sharded, reference):
     assert temporaries(sharded) == []
     names = {f.name for f in sharded.glob("part-*.parquet")}
     assert names and all(n.startswith(("part-s0000of0002-", "part-s0001of0002-")) for n in names)
-    merged = json.loads((sharded / store.MANIFEST).read_text())
+    merged = store.read_manifest(sharded)
     assert merged["complete"] is True
     assert merged["shards"] == 2
     assert merged["rows"] == len(reference)
@@ -325,7 +325,7 @@ def test_shard_boundary_cuts_a_job_off_chunk_boundaries(sharded, spec):
     p = plan(load_spec(spec))
     lo = spans(p.jobs, 1, 2)[0].lo
     assert lo % CHUNK != 0, "the second shard's chunks start mid-job, off the one-run chunk grid"
-    m = json.loads((sharded / "_manifest-s0001of0002.json").read_text())
+    m = store.read_manifest(sharded, "_manifest-s0001of0002.parquet")
     assert m["jobs"][0]["range"][0] == lo
 
 
@@ -340,9 +340,10 @@ def test_merge_names_missing_and_unfinished_shards(sharded, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(sharded, broken)
     (broken / store.MANIFEST).unlink()
-    (broken / "_manifest-s0001of0002.json").unlink()
-    m0 = broken / "_manifest-s0000of0002.json"
-    m0.write_text(json.dumps({**json.loads(m0.read_text()), "complete": False}))
+    (broken / "_manifest-s0001of0002.parquet").unlink()
+    m0 = broken / "_manifest-s0000of0002.parquet"
+    doc = {**store.read_manifest(broken, m0.name), "complete": False}
+    store.write_manifest(m0, json.dumps(doc), pq.read_schema(m0))
     result = sweep("merge", broken)
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
@@ -374,7 +375,12 @@ def test_shards_with_keep_top_merge_to_the_one_run_result(spec, reference, tmp_p
     assert result.exit_code == 0, result.output
     assert keep_rows(out) == expected_top(reference)
     assert rows_of(out) == expected_top(reference), "the folder reads as the merged result only"
-    assert json.loads((out / store.MANIFEST).read_text())["rows"] == 7
+    assert store.read_manifest(out)["rows"] == 7
+    assert not (out / store.shard_result_name(store.shard_tag(0, 2))).exists(), "merged, then deleted"
+    before = {f.name: f.stat().st_mtime_ns for f in out.iterdir()}
+    assert sweep("merge", out).exit_code == 0, "merging again is harmless"
+    run_api(spec, out, TOP, shard=Shard(1, 2))  # a requeued finished shard: nothing to do
+    assert {f.name: f.stat().st_mtime_ns for f in out.iterdir()} == before
 
 
 def test_shards_with_a_spilled_pareto_merge_to_the_one_run_result(spec, reference, tmp_path, monkeypatch):
@@ -398,7 +404,7 @@ def test_shards_with_a_spilled_pareto_merge_to_the_one_run_result(spec, referenc
     assert len(want) > 2
     assert {"_spill-s0000of0002-", "_spill-s0001of0002-", "_spill-merge-"} <= set(spills)
     assert keep_rows(out) == want
-    assert json.loads((out / store.MANIFEST).read_text())["rows"] == len(want)
+    assert store.read_manifest(out)["rows"] == len(want)
     assert not list(out.glob("_spill-*")) and not temporaries(out)
 
 
@@ -438,8 +444,8 @@ def test_dask_worker_killed_mid_run_gives_the_same_rows(client, spec, reference,
     p = plan(load_spec(spec))
     want = {store.part_name(j.index, c) for j in p.jobs for c in range(n_chunks(j, CHUNK))}
     assert {f.name for f in out.glob("part-*.parquet")} == want, "one part file per chunk"
-    assert temporaries(out) == []
-    m = json.loads((out / store.MANIFEST).read_text())
+    assert {f.name for f in out.iterdir()} == {*want, store.MANIFEST}, "nothing else left (Polars reads all)"
+    m = store.read_manifest(out)
     assert m["complete"] is True
     assert m["rows"] == summary.rows == len(reference)
     assert m["done"] == {str(j.index): n_chunks(j, CHUNK) for j in p.jobs}
@@ -458,13 +464,13 @@ def test_dask_interrupted_then_resumed_gives_the_same_rows(client, spec, referen
     opts = RunOptions(out=out, chunk=CHUNK, dask=client)
     with pytest.raises(Interrupted, match="--resume"):
         run_sweep(p, opts, interrupt)
-    m = json.loads((out / store.MANIFEST).read_text())
+    m = store.read_manifest(out)
     assert m["complete"] is False and m["rows"] > 0
     opts.resume = True
     run_sweep(p, opts)
     assert as_set(rows_of(out)) == as_set(reference)
     assert len(list(out.glob("part-*.parquet"))) == sum(n_chunks(j, CHUNK) for j in p.jobs)
-    assert json.loads((out / store.MANIFEST).read_text())["rows"] == len(reference)
+    assert store.read_manifest(out)["rows"] == len(reference)
 
 
 def test_dask_keep_pareto_merges_the_workers_survivors(client, spec, reference, tmp_path):
@@ -481,6 +487,9 @@ def test_dask_with_shards_and_keep_pareto(client, spec, reference, tmp_path):
         run_api(spec, out, PARETO, dask=client, shard=Shard(k, 2))
     assert sweep("merge", out).exit_code == 0
     assert keep_rows(out) == expected_pareto(reference)
+    tags = [store.shard_tag(k, 2) for k in (0, 1)]
+    want = {store.KEEP_PART, store.MANIFEST, *(store.manifest_name(t) for t in tags)}
+    assert {f.name for f in out.iterdir()} == want, "the shards' results are merged and gone"
 
 
 def test_dask_bad_local_count_is_an_input_error(spec, tmp_path):

@@ -7,13 +7,15 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
+import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
 from sweep.answers import plot
 from sweep.cli.main import cli
 from sweep.errors import InputError
-from tests.sweep.query_data import small_sweep
+from tests.sweep.query_data import small_sweep, two_model_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -97,3 +99,45 @@ def test_cli_plot_that_cannot_be_written_is_one_line(small, tmp_path):
     assert r.exit_code == 2, r.output
     assert r.stderr == f"error: {out}: cannot write: Not a directory\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
+# ----------------------------------------------------------------------------- models and machines
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory) -> Path:
+    pytest.importorskip("matplotlib")
+    return two_model_sweep(tmp_path_factory)
+
+
+def test_scaling_draws_each_model_apart(two, tmp_path):
+    """The best per p is each model's own: one line per model and strategy, never a minimum
+    over ResNet-50 and VGG16 together."""
+    rows = [r for r in ds.dataset(two, format="parquet").to_table().to_pylist() if r["feasible"]]
+    table = plot.best(two, per=["strategy", "p"], columns=["strategy", "p", "t_epoch_s"])
+    lines = list(plot._scaling_lines(table, "p", "t_epoch_s"))
+    labels = [label for label, *_ in lines]
+    assert sorted(labels) == ["data (resnet50)", "data (vgg16)", "filter (resnet50)", "filter (vgg16)"]
+    for label, style, _color, xs, ys in lines:
+        strategy, model = label.rstrip(")").split(" (")
+        assert style == ("-" if model == "resnet50" else "--")
+        for x, y in zip(xs, ys, strict=True):
+            mine = [
+                r["t_epoch_s"] for r in rows if (r["model"], r["strategy"], r["p"]) == (model, strategy, x)
+            ]
+            assert y == np.float32(min(mine)), (label, x)
+    _valid(plot.scaling(two, tmp_path / "scaling.png"))
+    one = plot.best(
+        two, per=["strategy", "p"], where="model == 'vgg16'", columns=["strategy", "p", "t_epoch_s"]
+    )
+    assert sorted(label for label, *_ in plot._scaling_lines(one, "p", "t_epoch_s")) == ["data", "filter"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "options"),
+    [("breakdown", {}), ("pareto", {"minimize": ["t_epoch_s", "p"]}), ("regime", {"x": "p", "y": "b"})],
+)
+def test_one_model_figures_refuse_two_models_until_a_where_picks_one(two, tmp_path, kind, options):
+    with pytest.raises(InputError, match=r"data holds 2 \(resnet50, vgg16\): pick one with --where"):
+        plot.KINDS[kind](two, tmp_path / "x.png", **options)
+    _valid(plot.KINDS[kind](two, tmp_path / "x.png", where="model == 'resnet50'", **options))

@@ -5,6 +5,8 @@ the --where language (parsing, errors, pushdown that skips row groups) and the C
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from sweep.answers.where import parse_where
 from sweep.cli.main import cli
 from sweep.errors import InputError
 from sweep.reduce.pareto import dominated_by, pareto_brute, pareto_mask, pareto_mask_blocked
-from tests.sweep.query_data import STRATEGY_NAMES, small_sweep, write_synthetic
+from tests.sweep.query_data import STRATEGY_NAMES, small_sweep, two_model_sweep, write_synthetic
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +195,12 @@ def test_best_per_p_and_ranking(small):
         assert {r["strategy"] for r in sub} == {r["strategy"] for r in table if r["p"] == p}
 
 
+def test_query_does_not_need_jax():
+    code = "import sys, sweep.answers.query, sweep.answers.tables; print('jax' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
 def test_open_gives_a_dataset_and_metadata(small):
     sw = sweep.open(small)
     assert isinstance(sw.dataset, ds.Dataset)
@@ -343,7 +351,7 @@ def test_cli_pareto_table_and_files(small, tmp_path):
     r = _run("pareto", str(small), "--min", "t_epoch_s", "--min", "gpu_hours", "--where", "b == 32")
     assert r.exit_code == 0, r.output
     lines = r.stdout.strip().splitlines()
-    assert lines[0].split()[:2] == ["strategy", "p"] and "t_epoch_s" in lines[0]
+    assert lines[0].split()[:4] == ["model", "machine", "strategy", "p"] and "t_epoch_s" in lines[0]
     assert "row groups read" in r.stderr
     for suffix in (".parquet", ".csv", ".json", ".jsonl"):
         out = tmp_path / f"front{suffix}"
@@ -415,3 +423,61 @@ def test_cli_output_that_cannot_be_written_is_one_line(small, tmp_path, name):
     assert r.exit_code == 2, r.output
     assert r.stderr == f"error: {out}: cannot write: Not a directory\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"]
+
+
+# ----------------------------------------------------------------------------- models and machines
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory) -> Path:
+    return two_model_sweep(tmp_path_factory)
+
+
+def _every_row(folder: Path) -> list[dict]:
+    return ds.dataset(folder, format="parquet").to_table().to_pylist()
+
+
+def test_best_answers_per_model_and_machine(two):
+    rows = [r for r in _every_row(two) if r["feasible"]]
+    got = query.best(two, per="p").to_pylist()
+    # one winner per (model, p), each the least t_epoch_s of that model's rows alone
+    assert [(r["model"], r["p"]) for r in got] == [
+        (m, p) for m in ("resnet50", "vgg16") for p in (4, 8, 16, 32)
+    ]
+    for r in got:
+        mine = [x["t_epoch_s"] for x in rows if (x["model"], x["p"]) == (r["model"], r["p"])]
+        assert r["t_epoch_s"] == min(mine) and r["machine"] == "abci"
+    ranked = query.best(two, per="p", rank=True).to_pylist()
+    assert {(r["model"], r["p"], r["rank"]) for r in ranked} == {
+        (m, p, k) for m in ("resnet50", "vgg16") for p in (4, 8, 16, 32) for k in (1, 2)
+    }, "each model's two strategies ranked apart"
+
+
+def test_pareto_and_top_never_mix_models(two):
+    rows = [r for r in _every_row(two) if r["feasible"]]
+    front = query.pareto(two, ["t_epoch_s", "p"]).to_pylist()
+    for model in ("resnet50", "vgg16"):
+        mine = [r for r in rows if r["model"] == model]
+        mask = pareto_mask(np.array([[r["t_epoch_s"], r["p"]] for r in mine]))
+        want = sorted((r["t_epoch_s"], r["p"]) for r, k in zip(mine, mask, strict=True) if k)
+        assert sorted((r["t_epoch_s"], r["p"]) for r in front if r["model"] == model) == want, model
+    top = query.top(two, "t_epoch_s", 3).to_pylist()
+    assert [r["model"] for r in top] == ["resnet50"] * 3 + ["vgg16"] * 3
+    assert [r["rank"] for r in top] == [1, 2, 3, 1, 2, 3]
+    meta = json.loads(query.top(two, "t_epoch_s", 1).schema.metadata[b"paradl_query"])
+    assert meta["per"] == ["model", "machine"]
+
+
+def test_answers_always_carry_model_and_machine(two):
+    table = query.pareto(two, ["t_epoch_s", "p"], columns=["strategy", "p", "t_epoch_s"])
+    assert table.column_names == ["model", "machine", "strategy", "p", "t_epoch_s"]
+    one = query.best(two, per="p", where="model == 'vgg16'", columns=["p", "t_epoch_s"])
+    assert set(one.column("model").to_pylist()) == {"vgg16"} and one.num_rows == 4
+
+
+def test_cli_shows_model_and_machine_for_one_model(two):
+    r = _run("best", str(two), "--where", "model == 'vgg16'")
+    assert r.exit_code == 0, r.output
+    header, *body = r.stdout.strip().splitlines()
+    assert header.split()[:3] == ["model", "machine", "strategy"]
+    assert len(body) == 4 and all(line.split()[:2] == ["vgg16", "abci"] for line in body)
