@@ -29,7 +29,7 @@ from sweep.errors import InputError
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @handle_errors
 def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json) -> None:
-    """Every output column for one configuration (SPEC section 6), in float64.
+    """Every output column for one configuration (docs/output-format.md#columns), in float64.
 
     \b
     Example:
@@ -75,7 +75,7 @@ def plan(spec_path) -> None:
         click.echo(
             f"  {job.bound.model.name:<16} {job.bound.profile.name:<10} {job.strategy:<13} {job.size:>16,}  {axes}"
         )
-    # Measured on the 2-core machine (README, Speed), warm: 7.6-10 M rows/s writing every row,
+    # Measured on the 2-core machine (docs/performance.md), warm: 7.6-10 M rows/s writing every row,
     # 36-157 M configurations/s under --keep pareto; cold, 0.3-3 s of compiling per job. 2.4
     # and 3.6 bytes a row in the shipped co-design outputs (zstd, byte-stream-split floats),
     # so 8 leaves room for grids that compress less.

@@ -1,4 +1,4 @@
-"""``sweep validate`` and ``sweep calibrate``: the model against measured runs (the README's Trust section).
+"""``sweep validate`` and ``sweep calibrate``: the model against measured runs (docs/trust.md).
 
 Registered on :data:`sweep.cli.cli` when :mod:`sweep.cli` imports this module.
 """

@@ -1,7 +1,7 @@
 """Wiring between files and kernels: one strategy on one bound model and machine.
 
 :func:`point_fn` returns the per-configuration function that the engine
-vmaps and ``sweep estimate`` calls once; :data:`COLUMNS` is SPEC section 6's
+vmaps and ``sweep estimate`` calls once; :data:`COLUMNS` is docs/output-format.md#columns's
 column order.
 """
 
@@ -19,7 +19,7 @@ from sweep.inputs.configs import Bound, resolve_config
 
 #: Integer-valued configuration columns.
 CONFIG_COLUMNS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
-#: Float result columns, in output order (SPEC section 6).
+#: Float result columns, in output order (docs/output-format.md#columns).
 RESULT_COLUMNS: tuple[str, ...] = (
     "t_comp_s",
     "t_comm_s",
@@ -72,7 +72,7 @@ def estimate(
     p2: int | None = None,
     S: int | None = None,
 ) -> dict:
-    """All SPEC section 6 columns of one configuration.
+    """All output columns of one configuration (docs/output-format.md#columns).
 
     Evaluated in float64 when JAX's x64 mode is on (the CLI turns it on for
     ``sweep estimate``), else in float32.
@@ -94,7 +94,7 @@ def estimate(
 def row_dict(
     bound: Bound, strategy: str, cost: Cost, derived: Derived, overrides: Mapping[str, float]
 ) -> dict:
-    """One row as a plain dict in SPEC section 6 order."""
+    """One row as a plain dict in output column order (docs/output-format.md#columns)."""
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
     for name in CONFIG_COLUMNS:
         value = float(getattr(cost, name))

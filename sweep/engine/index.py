@@ -24,7 +24,7 @@ from sweep.inputs.grid import Job
 #: chunks decode in int32.
 FLOAT_CHUNK = 1 << 22
 #: Largest chunk. Its device memory grows with it: a GPU's fixed cost per call is what a
-#: larger chunk spreads (README, On a GPU).
+#: larger chunk spreads (docs/performance.md#gpu-figures-one-h200).
 MAX_CHUNK = 1 << 26
 
 

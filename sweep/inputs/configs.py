@@ -24,7 +24,7 @@ def check_strategy(name: str) -> str:
 
 
 def uses_axis(strategy: str, axis: str) -> bool:
-    """Whether a strategy's rows multiply by an axis (SPEC section 5): p2 for hybrids, S for pipeline."""
+    """Whether a strategy's rows multiply by an axis (docs/model.md §2): p2 for hybrids, S for pipeline."""
     if axis == "p":
         return strategy != "serial"
     if axis == "p2":
@@ -48,7 +48,7 @@ class Bound:
 
 
 def default_p2(profile: MachineProfile) -> int:
-    """p2 = gpus_per_node by default (SPEC section 5)."""
+    """p2 = gpus_per_node by default (docs/model.md §2)."""
     return int(profile.value("gpus_per_node"))
 
 
@@ -66,7 +66,7 @@ def resolve_config(
 ) -> tuple[int, int]:
     """Check one configuration given by a user and fill in the defaults: ``(p2, S)``.
 
-    p2 = gpus_per_node and S = p by default (SPEC section 5); every value must
+    p2 = gpus_per_node and S = p by default (docs/model.md §2); every value must
     be >= 1 and a hybrid's p2 must divide p. Mistakes are :class:`InputError` s.
     """
     check_strategy(strategy)

@@ -1,4 +1,4 @@
-"""Machine profiles: TOML files with SI units in their keys (SPEC section 3).
+"""Machine profiles: TOML files with SI units in their keys (docs/inputs.md#machines; parameters: docs/model.md §8).
 
 :class:`MachineProfile` is the validated file; :meth:`MachineProfile.pytree`
 gives the kernels' :class:`~kernels.Machine`. Built-in profiles live in

@@ -1,11 +1,11 @@
 """Measured-run files: CSV tables of measured iteration times, read and checked row by row.
 
-One row per measured configuration (format in ``the README's Trust section``)::
+One row per measured configuration (format in docs/trust.md)::
 
     model,strategy,p,b,p2,S,machine,iter_time_s[,iter_time_std_s,t_comp_s,t_comm_s,...]
 
 ``model``, ``strategy``, ``p``, ``b`` and ``iter_time_s`` are required;
-``p2`` and ``S`` may be absent or empty (SPEC section 5 defaults: p2 =
+``p2`` and ``S`` may be absent or empty (the defaults of docs/model.md §2: p2 =
 gpus_per_node for the hybrids, S = p for pipeline); ``machine`` may be absent
 when the caller names the machine for every row. Other columns are kept as
 text and ignored. ``b`` is samples per data-parallel replica, as everywhere.
@@ -210,7 +210,7 @@ def read_measurements(
             p2 = _whole(p2_text, "p2") if p2_text else default_p2(profile)
             if p < p2 or p % p2:
                 raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
-        else:  # the strategy's own value (SPEC section 6); a p2 column is not used
+        else:  # the strategy's own value (docs/model.md §2); a p2 column is not used
             if p2_text:
                 _whole(p2_text, "p2")
             p2 = 1 if strategy in ("serial", "data") else p

@@ -1,4 +1,4 @@
-"""Streaming Parquet output: a dataset folder of part files and a manifest (SPEC section 6).
+"""Streaming Parquet output: a dataset folder of part files and a manifest (docs/output-format.md).
 
 Part files are written under a dot-name (which Arrow readers skip) and
 renamed when complete, so a reader or an interrupted run never sees a

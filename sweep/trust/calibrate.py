@@ -1,6 +1,6 @@
 """Calibrate a machine profile on measured runs, by gradient descent through the kernels.
 
-The fitted quantities are scalar machine parameters (SPEC section 3),
+The fitted quantities are scalar machine parameters (docs/model.md §8),
 per-strategy multiplicative overheads on compute and on each communication
 term, and per-strategy additive overheads per iteration and per sample
 (:func:`kernels.terms.scale_terms`). Each parameter ``v`` lives in log space
@@ -193,7 +193,7 @@ def default_candidates(meas: Measurements, profile: MachineProfile) -> list[Para
 
     Per strategy measured: first ``overheads.<s>.per_sample_s``, an additive
     cost per sample that does not depend on the model (what the hybrid runs
-    on the public ABCI file show, the README's Trust section), so that it, not a factor on
+    on the public ABCI file show, docs/trust.md), so that it, not a factor on
     the model's own terms, explains a strategy's excess time when the runs
     cannot tell the two apart (runs of one model): it is the one that carries
     to other models. Then ``overheads.<s>.all`` (how much slower the

@@ -1,6 +1,6 @@
 """Predicted against measured iteration times: the oracle's projection accuracy.
 
-For every measured run the model predicts ``t_iter_s`` (SPEC section 6, the
+For every measured run the model predicts ``t_iter_s`` (docs/model.md §12, the
 kernels' ``t_epoch_s / iterations``) on the run's machine, in float64 when
 JAX's x64 mode is on. Two figures per run:
 
@@ -70,7 +70,7 @@ class Predictions:
     t_iter_s: np.ndarray
     t_comp_s: np.ndarray  # per iteration
     t_comm_s: np.ndarray  # per iteration
-    limit: tuple[str, ...]  # SPEC section 6 ``limit``: '' when the model finds the run feasible
+    limit: tuple[str, ...]  # ``limit`` (docs/model.md §11): '' when the model finds the run feasible
 
 
 def predict(meas: Measurements) -> Predictions:
