@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sweep.errors import InputError
 from sweep.output import store
+from sweep.output.manifest import Manifest
 from sweep.reduce.keep import parse_keep
 from sweep.reduce.reducer import Reducer
 
@@ -30,18 +31,18 @@ class MergeSummary:
     keep: str
 
 
-def _done_count(manifest: dict) -> int:
-    prefix = sum(int(v) for v in manifest.get("done", {}).values())
-    return prefix + sum(len(v) for v in manifest.get("done_extra", {}).values())
+def _done_count(manifest: Manifest) -> int:
+    prefix = sum(int(v) for v in manifest.done.values())
+    return prefix + sum(len(v) for v in (manifest.done_extra or {}).values())
 
 
-def _lost_files(folder: Path, manifest: dict, tag: str) -> int:
+def _lost_files(folder: Path, manifest: Manifest, tag: str) -> int:
     """Files a complete shard wrote that are not in the folder (someone deleted them)."""
-    if manifest["run_key"]["keep"] != "all":
-        return 0 if (folder / manifest.get("keep_state", "-")).is_file() else 1
+    if manifest.run_key["keep"] != "all":
+        return 0 if (folder / (manifest.keep_state or "-")).is_file() else 1
     return sum(
         not (folder / store.part_name(job["index"], c, tag)).is_file()
-        for job in manifest["jobs"]
+        for job in manifest.jobs
         for c in range(job["chunks"])
     )
 
@@ -56,22 +57,60 @@ def merge(folder: Path) -> MergeSummary:
         raise InputError("no such folder", str(folder))
     found = store.shard_manifests(folder)
     if not found:
-        single = store.read_manifest(folder)
-        if single is not None and single.get("complete") and "shards" not in single.get("run_key", {}):
-            return MergeSummary(folder, 1, int(single["rows"]), single["run_key"]["keep"])
-        raise InputError("no shard manifests (_manifest-sKofN.json): nothing to merge", str(folder))
+        return _merged_already(folder)
     counts = sorted({n for _, n in found})
     if len(counts) > 1:
         raise InputError(f"holds shards of different counts ({', '.join(map(str, counts))})", str(folder))
     n = counts[0]
     store.writable_folder(folder)  # merging writes the manifest and the kept rows here
-    manifests: dict[int, dict] = {}
+    manifests = _read_shards(folder, found)
+    run_key = _check_shards(folder, manifests, n)
+    first = manifests[0]
+    keep_text = run_key["keep"]
+    if keep_text != "all":
+        rows = _reduce_shards(folder, manifests, n)
+    else:
+        rows = sum(int(m.rows) for m in manifests.values())
+    merged = Manifest(
+        format=first.format,
+        name=first.name,
+        spec_path=first.spec_path,
+        run_key=run_key,
+        versions=first.versions,
+        jobs=_merged_jobs(manifests, n),
+        shards=n,
+        done={store.shard_tag(k, n): manifests[k].done for k in range(n)},
+        rows=rows,
+        complete=True,
+        schema=first.schema,
+    )
+    store.atomic_write_text(folder / store.MANIFEST, json.dumps(merged.to_json(), indent=1))
+    return MergeSummary(folder, n, rows, keep_text)
+
+
+def _merged_already(folder: Path) -> MergeSummary:
+    """A folder without shard manifests: fine when it holds one complete unsharded run."""
+    doc = store.read_manifest(folder)
+    single = Manifest.from_json(doc) if doc is not None else None
+    if single is not None and single.complete and "shards" not in (single.run_key or {}):
+        return MergeSummary(folder, 1, int(single.rows), single.run_key["keep"])
+    raise InputError("no shard manifests (_manifest-sKofN.json): nothing to merge", str(folder))
+
+
+def _read_shards(folder: Path, found: dict[tuple[int, int], Path]) -> dict[int, Manifest]:
+    """The readable shard manifests, by shard number."""
+    manifests: dict[int, Manifest] = {}
     for (k, _), path in sorted(found.items()):
         doc = store.read_manifest(folder, path.name)
         if doc is not None:
-            manifests[k] = doc
-    run_key = manifests[min(manifests)]["run_key"]
-    odd = [store.shard_tag(k, n) for k, m in manifests.items() if m.get("run_key") != run_key]
+            manifests[k] = Manifest.from_json(doc)
+    return manifests
+
+
+def _check_shards(folder: Path, manifests: dict[int, Manifest], n: int) -> dict:
+    """The shards' common run key, once all ``n`` agree on it, are complete and have their files."""
+    run_key = manifests[min(manifests)].run_key
+    odd = [store.shard_tag(k, n) for k, m in manifests.items() if m.run_key != run_key]
     if odd:
         raise InputError(f"shards {', '.join(odd)} were run with a different spec or options", str(folder))
     problems = []
@@ -80,8 +119,8 @@ def merge(folder: Path) -> MergeSummary:
         m = manifests.get(k)
         if m is None:
             problems.append(f"{tag} (missing)")
-        elif not m.get("complete"):
-            total = sum(job["chunks"] for job in m["jobs"])
+        elif not m.complete:
+            total = sum(job["chunks"] for job in m.jobs)
             problems.append(f"{tag} (incomplete: {_done_count(m)} of {total} chunks)")
         elif lost := _lost_files(folder, m, tag):
             problems.append(f"{tag} ({lost} files missing)")
@@ -91,43 +130,34 @@ def merge(folder: Path) -> MergeSummary:
             f"rerun each with sweep run SPEC --shard K/{n} -o {folder}",
             str(folder),
         )
+    return run_key
+
+
+def _reduce_shards(folder: Path, manifests: dict[int, Manifest], n: int) -> int:
+    """Reduce the shards' kept rows into ``part-keep.parquet``; returns its rows."""
     first = manifests[0]
-    keep_text = run_key["keep"]
-    if keep_text != "all":
-        schema = store.Schema.from_json(first["schema"])
-        keep = parse_keep(keep_text, (*schema.int_columns, *schema.float_columns))
-        reducer = Reducer(keep, schema, folder, "_spill-merge-")
-        reducer.adopt([])  # deletes the spills of a merge that was killed
-        try:
-            for k in range(n):
-                reducer.load(folder / manifests[k]["keep_state"])
-            writer = store.PartWriter(folder, schema.arrow(), first.get("compression", "zstd"))
-            rows = writer.write_tables(store.KEEP_PART, reducer.tables())
-        finally:
-            reducer.discard_spills()
-    else:
-        rows = sum(int(m["rows"]) for m in manifests.values())
+    schema = store.Schema.from_json(first.schema)
+    keep = parse_keep(first.run_key["keep"], (*schema.int_columns, *schema.float_columns))
+    reducer = Reducer(keep, schema, folder, store.MERGE_SPILL_PREFIX)
+    reducer.adopt([])  # deletes the spills of a merge that was killed
+    try:
+        for k in range(n):
+            reducer.load(folder / str(manifests[k].keep_state))
+        writer = store.PartWriter(folder, schema.arrow(), first.compression or "zstd")
+        return writer.write_tables(store.KEEP_PART, reducer.tables())
+    finally:
+        reducer.discard_spills()
+
+
+def _merged_jobs(manifests: dict[int, Manifest], n: int) -> list[dict]:
+    """Each job once: its range over all shards, its chunks summed."""
     jobs: dict[int, dict] = {}
     for k in range(n):
-        for job in manifests[k]["jobs"]:
+        for job in manifests[k].jobs:
             entry = jobs.setdefault(job["index"], {**job, "chunks": 0})
             entry["range"] = [
                 min(entry["range"][0], job["range"][0]),
                 max(entry["range"][1], job["range"][1]),
             ]
             entry["chunks"] += job["chunks"]
-    merged = {
-        "format": first["format"],
-        "name": first["name"],
-        "spec_path": first["spec_path"],
-        "run_key": run_key,
-        "versions": first["versions"],
-        "jobs": [jobs[i] for i in sorted(jobs)],
-        "shards": n,
-        "done": {store.shard_tag(k, n): manifests[k]["done"] for k in range(n)},
-        "rows": rows,
-        "complete": True,
-        "schema": first["schema"],
-    }
-    store.atomic_write_text(folder / store.MANIFEST, json.dumps(merged, indent=1))
-    return MergeSummary(folder, n, rows, keep_text)
+    return [jobs[i] for i in sorted(jobs)]
