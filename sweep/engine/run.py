@@ -60,11 +60,11 @@ class _Workers:
 
     The main thread feeds the device; the workers turn finished chunks into
     part files (Parquet encoding holds one core per file, so several files are
-    written at once and may finish out of order: the manifest keeps track, see :class:`DoneChunks`), or
-    merge a reduction's candidates (one thread, in chunk order). The queue
-    holds at most two items a thread, so chunks waiting stay few. A worker's
-    error stops the others' work and is raised by the next :meth:`put` or
-    by :meth:`close`.
+    written at once and may finish out of order: the manifest keeps track, see
+    :class:`DoneChunks`), or merge a reduction's candidates (one thread, in chunk
+    order). The queue holds at most two items a thread, so chunks waiting stay
+    few. A worker's error stops the others' work and is raised by the next
+    :meth:`put` or by :meth:`close`.
     """
 
     def __init__(self, handle: Callable[..., None], threads: int, name: str):
