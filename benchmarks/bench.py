@@ -6,9 +6,9 @@
 
 (a) kernel throughput per strategy and for all eight on ResNet-50 (174 layers),
     beside two plain-Python per-configuration evaluations of the same equations:
-    benchmarks/reference.py, from the network's per-layer sums prepared once,
-    and benchmarks/layerwise.py, which adds the terms up layer by layer for every
-    configuration, as SPEC section 4 writes them and the original oracle runs.
+    tests/oracles/reference.py, from the network's per-layer sums prepared once,
+    and tests/oracles/layerwise.py, which adds the terms up layer by layer for every
+    configuration, as docs/model.md §10 writes them and the original oracle runs.
     The ratios (top-1 over each) are the figure. "materialised" returns every column to the host like a sweep
     writing all rows; "top-1" and "pareto" reduce on the device (the --keep
     paths: --keep top:1:t_epoch_s, --keep pareto:t_epoch_s,p). Four chunks spread
@@ -128,8 +128,8 @@ def kernel_section(
 ) -> list[tuple[str, float, float, float, float, float]]:
     """Each kernel at the chunk size a run gives it: ``chunk`` writing every row,
     ``reduce_chunk`` reducing (``sweep run``'s defaults, ROWS_CHUNK and REDUCE_CHUNK)."""
-    from benchmarks import layerwise, reference
     from sweep.inputs.layers import to_arrays
+    from tests.oracles import layerwise, reference
 
     # 3.2e6 points per job (64 x 640 x 13 x 6), more where three chunks of the larger size need
     # it (the H200 runs of 2026-12-04 asked for four: 841 latencies at 2^20, 3,361 at 2^22;

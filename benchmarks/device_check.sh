@@ -8,7 +8,7 @@
 # stage stopped at its limit printed still comes back:
 #   env    the machine, Python, JAX and its devices;
 #   same   the README's main sweep and the CosmoFlow sweep on the GPU in float32 against the
-#          CPU in float64, every row and column compared (SPEC: float32 within 1e-5 relative);
+#          CPU in float64, every row and column compared (docs/performance.md#same-bits-on-every-path: float32 within 1e-5 relative);
 #   a20    benchmarks.bench section (a) at sweep run's chunk sizes (2^18 / 2^20);
 #   a22    section (a) at 2^22 both (the largest chunk decoded in float32);
 #   a22q   the same, reducing, with calls queued back to back as a run queues them (--queued);

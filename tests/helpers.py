@@ -1,6 +1,6 @@
 """A small network and machine checkable on paper, shared by the kernel tests.
 
-The small network (SPEC section 1 shapes, spatial extents padded with 1 to
+The small network (docs/model.md §1 shapes, spatial extents padded with 1 to
 three dimensions as :class:`kernels.LayerArrays` wants them):
 
 =====  ======  ===========  ==============  ===========  ==============  =====  ==========
@@ -107,7 +107,7 @@ def small_machine_of(**overrides) -> kernels.Machine:
 
 
 def config(p, b, p2=2, S=None) -> kernels.Config:
-    """A :class:`kernels.Config` of float64 scalars; S defaults to p (SPEC section 5 defaults)."""
+    """A :class:`kernels.Config` of float64 scalars; S defaults to p (docs/model.md §2)."""
     f = np.float64
     return kernels.Config(f(p), f(b), f(p2), f(p if S is None else S))
 

@@ -1,13 +1,13 @@
-"""The layer-by-layer plain-Python evaluation (:mod:`benchmarks.layerwise`) agrees with the reference.
+"""The layer-by-layer plain-Python evaluation (:mod:`tests.oracles.layerwise`) agrees with the reference.
 
-:mod:`benchmarks.reference` uses :func:`kernels.build_net`'s precomputed sums
+:mod:`tests.oracles.reference` uses :func:`kernels.build_net`'s precomputed sums
 and tables (spatial prefix table, filter/channel sums, pipeline memory
-envelope); :mod:`benchmarks.layerwise` adds every term up layer by layer for
+envelope); :mod:`tests.oracles.layerwise` adds every term up layer by layer for
 each configuration, from the layer shapes. Equal terms (relative 1e-9) and
 the same ``limit`` on random configurations check those tables against the
-equations as SPEC section 4 writes them. The models cover the default active
+equations as docs/model.md §10 writes them. The models cover the default active
 sets (ResNet-50, VGG16 with its fc layers, 3-D CosmoFlow, the tiny TOML CNN)
-and ParaDL's ``.lc`` overrides; SPEC section 8's worked examples are checked
+and ParaDL's ``.lc`` overrides; docs/model.md §15's worked examples are checked
 directly.
 """
 
@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks import layerwise, reference
 from tests.helpers import paradl_dir
-from tests.test_reference import SECTION_8, TERMS  # SPEC section 8 rows, checked on both
+from tests.oracles import layerwise, reference
+from tests.test_reference import SECTION_8, TERMS  # docs/model.md §15 rows, checked on both
 
 FOLDER = paradl_dir()
 ROOT = Path(__file__).resolve().parents[1]

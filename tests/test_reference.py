@@ -1,11 +1,11 @@
-"""The plain-Python reference (:mod:`benchmarks.reference`) agrees with the jitted kernels.
+"""The plain-Python reference (:mod:`tests.oracles.reference`) agrees with the jitted kernels.
 
 Random configurations (p in 1..4096, b in 1..256, p2 in {1, 2, 4, 8}, S in 1..64)
 on ResNet-50 (the built-in ``resnet50`` and ParaDL's ``RESNET50_ImageNet_profall.net_sc``
 with ``spatial_resnet.lc``) and the machines ``abci`` and ``dgx-h100``, plus abci
 at efficiency 0.6 (a measured per-sample time scaled to another rate): every
 term equal at relative 1e-9 and the same ``limit``. The reference also
-reproduces the worked examples of SPEC section 8.
+reproduces the worked examples of docs/model.md §15.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kernels
-from benchmarks import reference
 from tests.helpers import paradl_dir
+from tests.oracles import reference
 
 FOLDER = paradl_dir()
 TERMS = ("t_comp_s", "t_allreduce_s", "t_allgather_s", "t_halo_s", "t_p2p_s", "mem_bytes", "iterations")
@@ -108,7 +108,7 @@ def test_reference_matches_kernel_edges(name, model_key, machine_key):
         _check(name, model_key, machine_key, p, b, p2, S)
 
 
-# SPEC section 8: strategy, lc, p, b, p2, then t_comp, allreduce, allgather, halo, p2p, mem.
+# docs/model.md §15: strategy, lc, p, b, p2, then t_comp, allreduce, allgather, halo, p2p, mem.
 SECTION_8 = [
     ("data", "filter_resnet.lc", 64, 32, 4, 62.5795, 12.1259, 0, 0, 0, 7.80836e09),
     ("filter", "filter_resnet.lc", 16, 32, 4, 281.593, 9356.15, 4678.08, 0, 0, 7.65321e09),

@@ -87,7 +87,7 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    """``COL <= X`` (also ``<``, ``>=``, ``>``) over a result column of SPEC section 6."""
+    """``COL <= X`` (also ``<``, ``>=``, ``>``) over a result column (docs/output-format.md#columns)."""
     m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE_]+)\s*", text or "")
     if m is None:
         raise InputError(f"--target must look like 't_epoch_s <= 10', got '{text}'")

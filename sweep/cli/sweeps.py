@@ -32,7 +32,7 @@ from sweep.cli.options import handle_errors, parse_set
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @handle_errors
 def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json) -> None:
-    """Every output column for one configuration (SPEC section 6), in float64.
+    """Every output column for one configuration (docs/output-format.md#columns), in float64.
 
     \b
     Example:

@@ -3,25 +3,14 @@
 XLA's CPU client runs every computation on a thread pool whose size it
 reads from the CPUs this process may run on (its affinity mask) when the
 client is created; JAX offers no other knob. A sweep's kernels are many
-small fused loops, and on this project's 2-core machine two pool threads
-ran them slower than one (ResNet-50, all eight strategies, kernels alone,
-same session, runs alternated):
-
-- every column materialised: 17-21 M configurations/s with the default
-  pool of two threads, 31-41 M/s with one;
-- ``--keep top:1``: 106-144 M/s with two, 288-343 M/s with one;
-- ``--keep pareto``: 38-48 M/s either way.
-
-End to end the difference is smaller, as the host also encodes and
-reduces: writing every row, 5.1-6.8 M rows/s either way; the bench's
-tie-free Pareto grid, 35 M/s with two, 41-48 M/s with one.
+small fused loops, which a pool of fewer threads than CPUs runs faster, as
+the host also needs CPUs to encode and reduce (docs/performance.md#threads).
 
 So :func:`start` creates the client while this thread may run on only
 ``threads`` CPUs, then gives every thread (the pool's included) back the
 CPUs it had: the pool keeps its size, not the pinning. The default is half
 the CPUs (at least one, and one per forced CPU device), leaving the rest to
-the writer and prepare threads; only the 2-core case is measured.
-``SWEEP_CPU_THREADS=N`` sets it.
+the writer and prepare threads. ``SWEEP_CPU_THREADS=N`` sets it.
 
 :func:`start` also caps XLA's x86 CPU code at AVX, without FMA, while it creates
 the client (:func:`same_bits_in_every_program`), and puts ``XLA_FLAGS`` back after.
@@ -86,7 +75,7 @@ def same_bits_in_every_program() -> Iterator[None]:
     again), so the same configuration could come out a last bit apart, and
     rows tied on a Pareto front could split depending on the path. Without
     FMA every program rounds every operation the same way; on this project's
-    2-core AVX2 machine the kernels run as fast (docs/performance.md).
+    2-core AVX2 machine the kernels run as fast (docs/performance.md#same-bits-on-every-path).
     """
     flags = os.environ.get("XLA_FLAGS")
     cap = (

@@ -1,18 +1,17 @@
 """Compiled kernels kept between runs, beside the persistent XLA cache.
 
 XLA's persistent cache spares a second run the compilation, not the Python
-before it: tracing and lowering a job's chunk kernel takes 0.15-0.35 s, and
-its per-point kernel 0.06 s more, holding the GIL; the look-up then
-serialises and hashes the lowered module, and loads the program (0.08-0.15
-s more). On 2 cores that set the pace of warm ``--keep pareto`` runs of a
-few jobs. So each kernel is kept, in two files:
+before it: tracing and lowering a job's kernels, holding the GIL; the
+look-up then serialises and hashes the lowered module, and loads the
+program. On few cores that sets the pace of warm runs of a few jobs
+(docs/performance.md#the-compiled-kernel-cache). So each kernel is kept, in two files:
 
 * a **module** per job (``<key>.module``): its StableHLO (:mod:`jax.export`),
   the tree of its outputs, the inputs it reads, and the name of its program.
-  The module lowers again in about 0.03 s when the program must be compiled.
+  The module lowers again, quickly, when the program must be compiled.
 * a **program** per distinct compiled program (``<name>.program``): the
-  executable (:mod:`jax.experimental.serialize_executable`), which loads in
-  0.07-0.11 s on a CPU with no lowering. Jobs whose kernels lower to the
+  executable (:mod:`jax.experimental.serialize_executable`), which loads
+  with no lowering. Jobs whose kernels lower to the
   same text share it (filter and channel; one grid's job and another's
   with other axis values). A program is kept only when it was compiled
   here, not served by XLA's cache (:data:`FRESH`), and when, loaded back,
@@ -72,8 +71,8 @@ FORMAT = "paradl-traced-3"
 FOLDER = "paradl-traced"
 SUFFIX = ".module"
 PROGRAM = ".program"
-#: Modules (30-90 kB each) and programs (0.2-1.1 MB on a CPU) kept at most; beyond, the
-#: least recently used go.
+#: Modules (tens of kB each) and programs (up to about a MB on a CPU) kept at most; beyond,
+#: the least recently used go.
 MAX_MODULES = 4096
 MAX_PROGRAMS = 512
 
@@ -279,9 +278,8 @@ def digest(outputs: Any) -> bytes:
 
 #: Programs loaded by this process and still in use (weak references: a program goes
 #: when no kernel holds it, as before): jobs that share a program (filter and channel, see
-#: :func:`_export`), prepared while one another runs, load it once, not once each
-#: (0.07-0.12 s of CPU each; loading programs took a quarter of the CPU time of the
-#: bench's warm tied ``--keep pareto`` run). A program is taken from here only while its
+#: :func:`_export`), prepared while one another runs, load it once, not once each (a load
+#: is a large part of a warm run's CPU time). A program is taken from here only while its
 #: file is the one it was loaded from.
 _LOADED: dict[tuple, tuple[tuple, weakref.ref]] = {}
 _LOCK = threading.Lock()
@@ -329,7 +327,7 @@ def _read_program(where: Path, program: str, devices: list) -> Any:
     """:func:`_load_program`'s program read from its file and loaded; None when there is none."""
     record = _read(where / f"{program}{PROGRAM}")
     try:
-        # machine code: checked whole before it is loaded (1-2 ms), not just unpickled
+        # machine code: checked whole before it is loaded, not just unpickled
         if record is None or hashlib.sha256(record["executable"]).digest() != record["sha256"]:
             return None
         return _load(record["executable"], devices)

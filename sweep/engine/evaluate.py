@@ -1,7 +1,7 @@
 """Wiring between files and kernels: one strategy on one bound model and machine.
 
 :func:`point_fn` returns the per-configuration function that the engine
-vmaps and ``sweep estimate`` calls once; :data:`COLUMNS` is SPEC section 6's
+vmaps and ``sweep estimate`` calls once; :data:`COLUMNS` is docs/output-format.md#columns's
 column order.
 """
 
@@ -23,7 +23,7 @@ from sweep.output.store import LIMIT_REASON, column_name, limit_reason
 CONFIG_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
 #: Their output columns (``B`` is ``global_batch``: :data:`sweep.output.store.FIELD_COLUMNS`).
 CONFIG_COLUMNS: tuple[str, ...] = tuple(column_name(f) for f in CONFIG_FIELDS)
-#: Float result columns, in output order (SPEC section 6).
+#: Float result columns, in output order (docs/output-format.md#columns).
 RESULT_COLUMNS: tuple[str, ...] = (
     "t_comp_s",
     "t_comm_s",
@@ -75,7 +75,7 @@ def estimate(
     p2: int | None = None,
     S: int | None = None,
 ) -> dict:
-    """All SPEC section 6 columns of one configuration.
+    """All output columns of one configuration (docs/output-format.md#columns).
 
     Evaluated in float64 when JAX's x64 mode is on (the CLI turns it on for
     ``sweep estimate``), else in float32.
@@ -85,7 +85,7 @@ def estimate(
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     overrides = profile.override_values(dtype)
     names = tuple(overrides)
-    # one compile beats ~1 s of eager dispatch
+    # one compile costs less than dispatching every term eagerly
     f = jax.jit(point_fn(strategy, names, overheads=profile.overheads))
     machine = profile.pytree(dtype)
     cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S)))
@@ -96,7 +96,7 @@ def estimate(
 def row_dict(
     bound: Bound, strategy: str, cost: Cost, derived: Derived, overrides: Mapping[str, float]
 ) -> dict:
-    """One row as a plain dict in SPEC section 6 order."""
+    """One row as a plain dict in output column order (docs/output-format.md#columns)."""
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
     for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
         value = float(getattr(cost, field))

@@ -19,9 +19,9 @@ NONZERO_BLOCKS = 64
 
 def tile(n: int, size: int) -> int:
     """Entries per block of ``n``: ``size``, or the divisor of ``n`` nearest it within a factor
-    of two. Blocks that tile the array need no padded (or cut) copy of it, 0.3-0.5 ms of a
-    2^20-row chunk on a CPU; a chunk's rows are whole inner boxes, often a multiple of
-    neither 256 nor 512 (100 bandwidths x 1,000 latencies)."""
+    of two. Blocks that tile the array need no padded (or cut) copy of it; a chunk's rows
+    are whole inner boxes, often a multiple of neither 256 nor 512 (100 bandwidths x 1,000
+    latencies)."""
     if n % size == 0:
         return size
     near = [d for d in range(size // 2, 2 * size + 1) if n % d == 0]
@@ -72,7 +72,7 @@ def compact_indices(mask, size: int, fill: int = 0):
         return whole(None)
     blocks = mask if n == groups * width else jnp.pad(mask, (0, groups * width - n))
     blocks = blocks.reshape(groups, width)
-    # a byte maximum per block: 4x faster than any() or a count of the whole mask on a CPU
+    # a byte maximum per block: cheaper than any() or a count of the whole mask on a CPU
     busy = jnp.max(blocks.astype(jnp.uint8), axis=1) > 0
 
     def few(_):
@@ -116,17 +116,12 @@ def front_points(r1, r2, k: int):
 
     The points are picked one at a time, each the least (r1, r2) among the rows
     below the last one's r2 (a row with an r2 no smaller is dominated by it or
-    equal to it): ``k`` masked minimums of the rows. A sort of the rows by
-    (r1, r2) and a running minimum of r2 gave the same points, and took 20
-    times as long (1.36 ms against 0.07 ms for the 4,096 references of a 2^20
-    chunk on a CPU: a fifth of the whole pre-filter).
+    equal to it): ``k`` masked minimums of the rows, much cheaper than a sort
+    of the rows by (r1, r2) and a running minimum of r2, which gives the same points.
 
-    On a CPU the steps are a loop: unrolled, they were 80 of a Pareto program's 233
-    loops, and each loop costs its compile and its load from the cache (a warm run
-    loads every job's program: 90 ms apiece). As a loop the kernel ran as fast (ResNet-50
-    on abci, 2^20-point chunks: data 261 -> 270 M/s, filter 266 -> 271, data+spatial 192
-    -> 191, serial 216 -> 207; one run, alternated). Elsewhere they stay unrolled, as
-    measured on a GPU (a loop there was not measured).
+    On a CPU the steps are a loop, not unrolled: unrolled, they were a third of a
+    Pareto program's loops, each of which costs its compile and its load from the
+    cache, and the loop runs as fast. Elsewhere (a GPU) they stay unrolled.
     """
     inf = jnp.asarray(jnp.inf, r1.dtype)
     finite = jnp.isfinite(r1) & jnp.isfinite(r2)
@@ -151,9 +146,9 @@ def front_points(r1, r2, k: int):
 def pareto_2d(o1, o2, ok, materialise: bool = True, known=None):
     """Candidates for the front of a chunk under two minimised objectives, in O(n).
 
-    A superset of the front (:func:`sweep.pareto.pareto_mask`) of the ``ok``
+    A superset of the front (:func:`sweep.reduce.pareto.pareto_mask`) of the ``ok``
     rows whose objectives are not NaN, and most often exactly that front; the host's
-    reduction (:class:`sweep.reducer.Reducer`) is exact over whatever is
+    reduction (:class:`sweep.reduce.reducer.Reducer`) is exact over whatever is
     passed on, so only the number of candidates depends on how close it is.
 
     Every block of about :data:`PARETO_BLOCK` neighbouring rows (:func:`tile`) gives two
@@ -164,134 +159,171 @@ def pareto_2d(o1, o2, ok, materialise: bool = True, known=None):
     sweep's chunk that front is short (a second objective such as p takes few
     values in a chunk), and when it has at most :data:`PARETO_FRONT` points
     (:data:`PARETO_SHORT`, the usual case, takes a cheaper branch) every row
-    is compared with each of them: the rows left are exactly those no reference
-    dominates. On the bench's tie-free grid this made the kernel 1.5-2.1x
-    faster (54 -> 81-115 M configs/s) than the per-row bucket lookup below,
-    whose gather of a 4,096-entry table costs about 20 ms per 2^20 rows.
+    is compared with each of them (:func:`_by_front`): the rows left are exactly
+    those no reference dominates. That is cheaper than the bucket lookup a longer
+    front takes (:func:`_by_buckets`), a gather per row.
 
-    A longer front takes the buckets: a row is dropped when its block's R1
-    or R2 dominates it, or when a reference with a smaller o1 does, found
-    by :data:`PARETO_BUCKETS` buckets of o1 (a monotone map, so an earlier
-    bucket has a smaller o1) over the front's range of o1: from the least o1
-    to the o1 of the reference with the least o2; beyond it, every row is
-    dominated by that reference or ties it. An exact sort of the rows left
-    was tried: the sorts, of a few fixed sizes to fit the count, made the
-    program 2.3x larger (1.6 MB of code: 4 s to compile, 0.3 s to load from
-    the compilation cache, per kernel) and the chunk no faster.
-
-    On a CPU each array derived from the chunk's rows is a pass over memory
-    of its own (XLA fuses no two outputs into one loop), 0.3-0.7 ms per 2^20
-    rows, against about 1.5 ms for the cost model itself; so the rows enter
-    through one array ``x``, materialised once: o1 where the row competes
-    (``ok``, both objectives finite), NaN where it is always kept (``ok``, an
-    infinite objective: never dropped, never a reference) and inf where it is
-    dropped (not ``ok``, or a NaN objective; the host's front never holds
-    one); o2 is read where ``x`` is finite. With o1, o2, ok, the finite mask
-    and both masked objectives each an array, the pre-filter took twice as
-    long (kernel, all eight strategies: 122 -> 168-182 M configs/s). The NaN
-    rows are made infinite for the block minima of o1, which costs the kernel
-    4 %: a block minimum with a NaN is NaN, and a block with one row always
-    kept would give no R1. ``o2`` is materialised first when ``materialise``
-    (a result column, which XLA would otherwise compute from the cost model's
-    terms in every pass that reads it); a configuration column such as p is
-    cheap to read again.
+    The rows enter through one array ``x`` (:func:`_competing`), materialised
+    once: on a CPU each array derived from the chunk's rows is a pass over memory
+    of its own (XLA fuses no two outputs into one loop), so o1, o2, ok and the
+    masks are not each kept as arrays. ``o2`` is materialised first when
+    ``materialise`` (a result column, which XLA would otherwise compute from the
+    cost model's terms in every pass that reads it); a configuration column such
+    as p is cheap to read again.
 
     ``known`` (``[2, PARETO_FRONT]``, padded with infinities) may hold points of the front
     of rows seen before, outside this chunk (the host's running front, see
-    :func:`known_front`): they join the references, so a row one of them dominates is
-    dropped too. Only those no larger than the references' largest o1 (at their least
-    o2) and largest o2 (at their least o1) do: a row no reference dominates lies within
-    both bounds, so a point beyond either dominates only rows dropped anyway, and would
-    only lengthen the front. On the bench's tied grid, 1.3 M of the 2.0 M rows tied on
-    fronts of single chunks were dominated by rows of earlier jobs.
+    :func:`known_front`): they join the references (:func:`_with_known`), so a row one
+    of them dominates is dropped too.
     """
     n = o1.shape[0]
-    inf = jnp.asarray(jnp.inf, o1.dtype)
     if materialise:
         o2 = jax.lax.optimization_barrier(o2)
-    good = ok & ~(jnp.isnan(o1) | jnp.isnan(o2))
-    fin = good & jnp.isfinite(o1) & jnp.isfinite(o2)
-    # one array: the first objective where it competes, NaN where always kept, inf where dropped
-    x = jax.lax.optimization_barrier(jnp.where(fin, o1, jnp.where(good, jnp.nan, inf)))
+    x = _competing(o1, o2, ok)
     size = tile(n, PARETO_BLOCK)
     groups = -(-n // size)
+    block_refs = _block_references(x, o2, size, groups)
+    refs1, refs2 = _references(*block_refs)
+    if known is not None:
+        refs1, refs2 = _with_known(refs1, refs2, known)
+    f1, f2, n_front = front_points(refs1, refs2, PARETO_FRONT)
+    by_buckets = functools.partial(_by_buckets, o2=o2, block_refs=block_refs, refs=(refs1, refs2), size=size)
+    # a short front (the usual case) compares every row with fewer points
+    tier = jnp.where(n_front <= PARETO_SHORT, 0, jnp.where(n_front <= PARETO_FRONT, 1, 2))
+    branches = [_by_front(f1, f2, o2, PARETO_SHORT), _by_front(f1, f2, o2, PARETO_FRONT), by_buckets]
+    return jax.lax.switch(tier, branches, x)
+
+
+def _competing(o1, o2, ok):
+    """The rows as one array, materialised: o1 where the row competes (``ok``, both objectives
+    finite), NaN where it is always kept (``ok``, an infinite objective: never dropped, never
+    a reference) and inf where it is dropped (not ``ok``, or a NaN objective; the host's front
+    never holds one). o2 is read where this is finite (:func:`_second`)."""
+    inf = jnp.asarray(jnp.inf, o1.dtype)
+    good = ok & ~(jnp.isnan(o1) | jnp.isnan(o2))
+    fin = good & jnp.isfinite(o1) & jnp.isfinite(o2)
+    return jax.lax.optimization_barrier(jnp.where(fin, o1, jnp.where(good, jnp.nan, inf)))
+
+
+def _second(x, o2):
+    """o2 where the row competes (:func:`_competing`), else inf."""
+    inf = jnp.asarray(jnp.inf, x.dtype)
+    return jnp.where(x < inf, o2, inf)
+
+
+def _block_references(x, o2, size: int, groups: int):
+    """``(a_min, b_at, a_at, b_min)``: each block's R1 = (a_min, b_at) and R2 = (a_at, b_min).
+
+    The blocks are the rows of a ``[groups, size]`` matrix, so a block's value
+    broadcasts along its row (a broadcast back over a flat array indexes by
+    division, slower on a CPU); a length no block size tiles is padded with
+    dropped rows. The rows always kept (NaN in ``x``) are made infinite for the
+    block minima of o1: a block minimum with a NaN is NaN, and a block with one
+    row always kept would give no R1.
+    """
+    n = x.shape[0]
+    inf = jnp.asarray(jnp.inf, x.dtype)
+
+    def blocks(v):
+        v = v if n == groups * size else jnp.pad(v, (0, groups * size - n), constant_values=inf)
+        return v.reshape(groups, size)
+
+    a2, b2 = blocks(x), blocks(_second(x, o2))
+    a_min, b_min = jnp.min(jnp.where(jnp.isnan(a2), inf, a2), axis=1), jnp.min(b2, axis=1)
+    b_at = jnp.min(jnp.where(a2 == a_min[:, None], b2, inf), axis=1)
+    a_at = jnp.min(jnp.where(b2 == b_min[:, None], a2, inf), axis=1)
+    return a_min, b_at, a_at, b_min
+
+
+def _references(a_min, b_at, a_at, b_min):
+    """Every block's R1 and R2 as two arrays (o1, o2); a reference that is not finite
+    (R2 of a block with no row competing may be NaN) becomes (inf, inf): it dominates
+    nothing, and stays out of the buckets' range."""
+    inf = jnp.asarray(jnp.inf, a_min.dtype)
+    refs1 = jnp.concatenate([a_min, a_at])
+    refs2 = jnp.concatenate([b_at, b_min])
+    real = jnp.isfinite(refs1) & jnp.isfinite(refs2)
+    return jnp.where(real, refs1, inf), jnp.where(real, refs2, inf)
+
+
+def _with_known(refs1, refs2, known):
+    """The references with the ``known`` points that can matter: those no larger than the
+    references' largest o1 (at their least o2) and largest o2 (at their least o1). A row no
+    reference dominates lies within both bounds, so a point beyond either dominates only
+    rows dropped anyway, and would only lengthen the front."""
+    inf = jnp.asarray(jnp.inf, refs1.dtype)
+    k1, k2 = known[0].astype(refs1.dtype), known[1].astype(refs1.dtype)
+    least1, least2 = jnp.min(refs1), jnp.min(refs2)
+    near = (k1 <= jnp.min(jnp.where(refs2 == least2, refs1, inf))) & (
+        k2 <= jnp.min(jnp.where(refs1 == least1, refs2, inf))
+    )
+    return jnp.concatenate([refs1, jnp.where(near, k1, inf)]), jnp.concatenate(
+        [refs2, jnp.where(near, k2, inf)]
+    )
+
+
+def _by_front(f1, f2, o2, k: int):
+    """``keep(x)``: rows no point of the front dominates, of its first ``k`` points (the rest
+    are padding).
+
+    The points have increasing f1 and decreasing f2, so among those with f1 <= x
+    (or f1 < x) the last has the least f2: a row is dominated when that f2 is below
+    its o2 (or no more than it). Two selects per point, over the rows, which is
+    cheaper than comparing each row with every point (``[rows, points]``, then ``any``).
+    """
+    inf = jnp.asarray(jnp.inf, f1.dtype)
+
+    def keep(x):
+        a, b = x, _second(x, o2)
+        below = at = jnp.full(a.shape, inf)  # least f2 of the points with f1 <= a; f1 < a
+        for j in range(k):
+            below = jnp.where(f1[j] <= a, f2[j], below)
+            at = jnp.where(f1[j] < a, f2[j], at)
+        dominated = (below < b) | (at <= b)
+        return jnp.isnan(x) | ((x < inf) & ~dominated)
+
+    return keep
+
+
+def _by_buckets(x, *, o2, block_refs, refs, size: int):
+    """Rows of a long front's chunk that no reference is known to dominate.
+
+    A row is dropped when its block's R1 or R2 dominates it, or when a reference
+    with a smaller o1 does, found by :data:`PARETO_BUCKETS` buckets of o1 (a
+    monotone map, so an earlier bucket has a smaller o1) over the front's range
+    of o1: from the least o1 to the o1 of the reference with the least o2;
+    beyond it, every row is dominated by that reference or ties it. (An exact
+    sort of the rows left made the program far larger, slower to compile, and
+    the chunk no faster.)
+    """
+    n = x.shape[0]
+    inf = jnp.asarray(jnp.inf, x.dtype)
+    groups = -(-n // size)
+    a_min, b_at, a_at, b_min = block_refs
+    refs1, refs2 = refs
 
     def spread(v):  # a value per block -> one per row
         return jnp.broadcast_to(v[:, None], (groups, size)).reshape(-1)[:n]
 
-    def second(x):  # o2 where the row competes, else inf
-        return jnp.where(x < inf, o2, inf)
+    finite = x < inf
+    a, b = jnp.where(finite, x, inf), _second(x, o2)
+    a1, b1, a2, b2 = spread(a_min), spread(b_at), spread(a_at), spread(b_min)
+    by_r1 = (a1 <= a) & (b1 <= b) & ((a1 < a) | (b1 < b))
+    by_r2 = (a2 <= a) & (b2 <= b) & ((a2 < a) | (b2 < b))
+    candidate = jnp.isnan(x) | (finite & ~(by_r1 | by_r2))
+    # the references' least o2 per bucket of o1, over [least o1, o1 at the least o2]
+    lo = jnp.min(refs1)
+    hi = jnp.min(jnp.where(refs2 == jnp.min(refs2), refs1, inf))
+    scale = jnp.where(hi > lo, (PARETO_BUCKETS - 2) / (hi - lo), 0)
 
-    def blocks(v):  # [groups, size]; a length no block size tiles is padded (dropped rows)
-        v = v if n == groups * size else jnp.pad(v, (0, groups * size - n), constant_values=inf)
-        return v.reshape(groups, size)
+    def bucket(v):  # up to hi in buckets 0 .. PARETO_BUCKETS - 2, beyond it in the last
+        at = jnp.floor((v - lo) * scale)  # NaN where v and lo are both infinite: bucket 0
+        at = jnp.where(at >= 0, jnp.minimum(at, PARETO_BUCKETS - 2), 0)
+        return jnp.where(v > hi, PARETO_BUCKETS - 1, at).astype(jnp.int32)
 
-    # blocks as the rows of a matrix: a block's value broadcasts along its row (a broadcast
-    # back over a flat array indexes by division, 2x slower on a CPU)
-    a2, b2 = blocks(x), blocks(second(x))
-    a_min, b_min = jnp.min(jnp.where(jnp.isnan(a2), inf, a2), axis=1), jnp.min(b2, axis=1)
-    b_at = jnp.min(jnp.where(a2 == a_min[:, None], b2, inf), axis=1)  # R1 = (a_min, b_at)
-    a_at = jnp.min(jnp.where(b2 == b_min[:, None], a2, inf), axis=1)  # R2 = (a_at, b_min)
-    refs1 = jnp.concatenate([a_min, a_at])
-    refs2 = jnp.concatenate([b_at, b_min])
-    # R2 of a block with no row competing may be NaN: left out of the buckets' range too
-    real = jnp.isfinite(refs1) & jnp.isfinite(refs2)
-    refs1, refs2 = jnp.where(real, refs1, inf), jnp.where(real, refs2, inf)
-    if known is not None:  # points outside the references' box dominate no row here: left out
-        k1, k2 = known[0].astype(o1.dtype), known[1].astype(o1.dtype)
-        least1, least2 = jnp.min(refs1), jnp.min(refs2)
-        near = (k1 <= jnp.min(jnp.where(refs2 == least2, refs1, inf))) & (
-            k2 <= jnp.min(jnp.where(refs1 == least1, refs2, inf))
-        )
-        refs1 = jnp.concatenate([refs1, jnp.where(near, k1, inf)])
-        refs2 = jnp.concatenate([refs2, jnp.where(near, k2, inf)])
-    f1, f2, n_front = front_points(refs1, refs2, PARETO_FRONT)
-
-    def by_front(k: int):
-        """Rows no point of the front dominates, of its first ``k`` points (the rest are padding).
-
-        The points have increasing f1 and decreasing f2, so among those with f1 <= x
-        (or f1 < x) the last has the least f2: a row is dominated when that f2 is below
-        its o2 (or no more than it). Two selects per point, over the rows: comparing each
-        row with every point ([rows, points], then ``any``) took 2.5 ms of a 2^20 chunk
-        with 16 points, this 1.7 ms, and 0.7 ms with 4.
-        """
-
-        def keep(x):
-            a, b = x, second(x)
-            below = at = jnp.full(a.shape, inf)  # least f2 of the points with f1 <= a; f1 < a
-            for j in range(k):
-                below = jnp.where(f1[j] <= a, f2[j], below)
-                at = jnp.where(f1[j] < a, f2[j], at)
-            dominated = (below < b) | (at <= b)
-            return jnp.isnan(x) | ((x < inf) & ~dominated)
-
-        return keep
-
-    def by_buckets(x):
-        finite = x < inf
-        a, b = jnp.where(finite, x, inf), second(x)
-        a1, b1, a2, b2 = spread(a_min), spread(b_at), spread(a_at), spread(b_min)
-        by_r1 = (a1 <= a) & (b1 <= b) & ((a1 < a) | (b1 < b))
-        by_r2 = (a2 <= a) & (b2 <= b) & ((a2 < a) | (b2 < b))
-        candidate = jnp.isnan(x) | (finite & ~(by_r1 | by_r2))
-        # the references' least o2 per bucket of o1, over [least o1, o1 at the least o2]
-        lo = jnp.min(refs1)
-        hi = jnp.min(jnp.where(refs2 == jnp.min(refs2), refs1, inf))
-        scale = jnp.where(hi > lo, (PARETO_BUCKETS - 2) / (hi - lo), 0)
-
-        def bucket(v):  # up to hi in buckets 0 .. PARETO_BUCKETS - 2, beyond it in the last
-            at = jnp.floor((v - lo) * scale)  # NaN where v and lo are both infinite: bucket 0
-            at = jnp.where(at >= 0, jnp.minimum(at, PARETO_BUCKETS - 2), 0)
-            return jnp.where(v > hi, PARETO_BUCKETS - 1, at).astype(jnp.int32)
-
-        least = jnp.full((PARETO_BUCKETS,), inf, b.dtype).at[bucket(refs1)].min(refs2)
-        before = jnp.concatenate([jnp.full((1,), inf, b.dtype), jax.lax.cummin(least)[:-1]])
-        return candidate & ~(finite & (before[bucket(a)] <= b))
-
-    # a short front (the usual case) compares every row with fewer points
-    tier = jnp.where(n_front <= PARETO_SHORT, 0, jnp.where(n_front <= PARETO_FRONT, 1, 2))
-    return jax.lax.switch(tier, [by_front(PARETO_SHORT), by_front(PARETO_FRONT), by_buckets], x)
+    least = jnp.full((PARETO_BUCKETS,), inf, b.dtype).at[bucket(refs1)].min(refs2)
+    before = jnp.concatenate([jnp.full((1,), inf, b.dtype), jax.lax.cummin(least)[:-1]])
+    return candidate & ~(finite & (before[bucket(a)] <= b))
 
 
 #: Weighted sums the Pareto pre-filter of three or more objectives minimises (see :func:`pareto_kd`).
@@ -349,9 +381,8 @@ TOP_BLOCK = 256
 
 def top_by_blocks(k: int, n: int) -> bool:
     """Whether a top-k of ``n`` rows picks blocks (:func:`top_k_rows`): while the k blocks
-    hold at most half the rows. On a CPU ``lax.top_k`` over a whole 2^18-row chunk is a sort
-    (64 ms); by blocks, all eight strategies ran top-5 at 126 M configs/s and top-500 at 80,
-    against 21 and 8 before."""
+    hold at most half the rows. On a CPU ``lax.top_k`` over a whole chunk is a sort, several
+    times slower than picking blocks."""
     return 2 * k * TOP_BLOCK <= n
 
 
@@ -390,8 +421,7 @@ def top_k_candidates(objective, ok, k: int, size: int):
     picked by blocks (:func:`top_k_rows`), and when fewer than k rows have
     a finite objective every ``ok`` row is a candidate. For larger k, by a
     mask below the k-th smallest objective, found with ``lax.top_k`` over
-    the chunk (a sort on a CPU: about 64 ms for 2^18 rows, against 0.6 ms
-    for the least one).
+    the chunk (a sort on a CPU, far slower than the least one).
 
     The objective enters only through ``score``: the objective where ``ok``
     (infinite where it is NaN) and NaN where not. Deriving a second mask from
@@ -399,7 +429,7 @@ def top_k_candidates(objective, ok, k: int, size: int):
     twice, once for each. A NaN objective never qualifies, yet when fewer
     than k rows have a finite one, ``ok`` rows with a NaN objective are
     passed on with the infinite ones (all may be more than k), and the host
-    drops them (:meth:`sweep.reducer.Reducer.add`); otherwise the candidates
+    drops them (:meth:`sweep.reduce.reducer.Reducer.add`); otherwise the candidates
     are exact.
     """
     n = objective.shape[0]
@@ -461,7 +491,7 @@ def floor_div(a, d):
 def known_front(vectors: np.ndarray | None, dtype) -> np.ndarray:
     """A chunk function's ``known`` argument: ``[2, PARETO_FRONT]`` points of ``vectors``
     (distinct vectors of a front of two objectives by increasing first objective, as
-    :attr:`sweep.reducer.Reducer.vectors` holds them; None for none), padded with infinities.
+    :attr:`sweep.reduce.reducer.Reducer.vectors` holds them; None for none), padded with infinities.
 
     A longer front gives points spread evenly along it; infinite objectives are
     left out (such a point dominates only rows the pre-filter already keeps or drops).

@@ -24,7 +24,7 @@ from sweep.inputs.grid import Job
 #: chunks decode in int32.
 FLOAT_CHUNK = 1 << 22
 #: Largest chunk. Its device memory grows with it: a GPU's fixed cost per call is what a
-#: larger chunk spreads (README, On a GPU).
+#: larger chunk spreads (docs/performance.md#gpu-figures-one-h200).
 MAX_CHUNK = 1 << 26
 
 
@@ -104,9 +104,8 @@ def program_chunk(job: Job, chunk: int) -> int:
     """The points a job's program evaluates per call: the run's ``chunk``, or for a job of one
     chunk or less its size. The job is still one chunk; its program evaluates, and returns,
     no more points than that (a chunk of 2^18 for a job of 50 points evaluated 5,000 times
-    its points, and a GPU copies every row it returns). Rounded up to a power of two, as
-    before a1288ee, the bench tied grid's serial job of 600,000 points evaluated 1.2 M (the
-    program evaluates whole inner boxes), against 700,000 at its own size."""
+    its points, and a GPU copies every row it returns). Not rounded up to a power of two:
+    that nearly doubles the points of some jobs (the program evaluates whole inner boxes)."""
     return min(chunk, max(job.size, 1))
 
 

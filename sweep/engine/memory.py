@@ -2,7 +2,7 @@
 
 What :func:`sweep.evaluate` runs. The same chunk programs as ``sweep run``
 (:func:`sweep.engine.program.prepare`), the same schema
-(:func:`sweep.engine.runstate.schema_for`) and the same row order (job by job,
+(:func:`sweep.engine.runstate.run_schema`) and the same row order (job by job,
 chunk by chunk, as the part files sort), so the table equals what ``sweep run``
 writes with the same options, read back. The rows are held at once, so the
 grid's size is capped at :data:`MAX_POINTS`; larger grids stream to a folder
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from sweep.engine import backend, filters, index, program
-from sweep.engine.runstate import RunOptions, chunk_rows, schema_for
+from sweep.engine.runstate import RunOptions, chunk_rows, run_schema
 from sweep.errors import InputError
 from sweep.inputs.grid import Plan
 from sweep.reduce.keep import Keep
@@ -42,7 +42,7 @@ def evaluate_plan(plan: Plan, opts: RunOptions, max_points: int = MAX_POINTS) ->
     check_size(plan, max_points)
     if opts.keep.reduces:
         raise InputError("an evaluation in memory keeps every row: run a --keep reduction with sweep.run")
-    schema = schema_for(plan, opts)
+    schema = run_schema(plan, opts)
     dtype = np.float64 if opts.x64 else np.float32
     tables = []
     backend.start()  # unless JAX is already running in this process

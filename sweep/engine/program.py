@@ -9,8 +9,8 @@ limit codes and a validity mask. The last chunk is padded to C, so each job
 compiles once. JAX dispatches asynchronously: chunk i+1 is queued before
 chunk i is copied back, so transfers overlap computation.
 
-In-stream reductions (``--keep``) run on the device: a 2-objective Pareto
-mask by sort and running minimum, or ``lax.top_k``; only survivors come back.
+In-stream reductions (``--keep``) run on the device: a Pareto pre-filter or a
+top-k (:mod:`sweep.engine.filters`); only survivors come back.
 
 With several local devices (GPUs, or CPU devices forced with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) each chunk is split
@@ -52,10 +52,9 @@ from sweep.inputs.grid import CONFIG_AXES, Job
 from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
 
-#: Largest job a reduction evaluates whole and reduces on the host (:func:`prepare`). With
-#: ``--chunk 2^24`` and no cap the bench's tied grid, whose jobs are 0.6-7.8 M points, reduced
-#: every job on the host: 7.7 s warm against 1.0 s at 2^20 on 2 CPU cores, 8.9 s against 2.0 s
-#: on an H200.
+#: Largest job a reduction evaluates whole and reduces on the host (:func:`prepare`). Without
+#: a cap a large ``--chunk`` sends whole jobs of millions of points to the host's reduction,
+#: several times slower than the device's.
 HOST_REDUCE_MAX = 1 << 20
 
 #: Survivors a reducing chunk returns compacted (see :func:`survivors`).
@@ -95,7 +94,7 @@ class ChunkOut(NamedTuple):
 
 
 # The reductions jitted on their own: traced and lowered once per chunk width and
-# reused by every job of a run (tracing them took about half of a warm start).
+# reused by every job of a run (tracing them is a large part of a warm start).
 pareto_2d_jit = jax.jit(pareto_2d, static_argnums=3)
 pareto_kd_jit = jax.jit(pareto_kd)
 top_k_candidates_jit = jax.jit(top_k_candidates, static_argnums=(2, 3))
@@ -120,7 +119,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         p2, s = defaults(p, given["p2"], given["S"], m_eff.gpus_per_node.astype(dtype))
         cost, derived = point(net, machine, Config(p, b, p2, s), swept)
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
-        # shared subexpressions for every output column (measured 2-4x slower).
+        # shared subexpressions for every output column, several times slower.
         cost, derived = jax.lax.optimization_barrier((cost, derived))
         merged = {**cost._asdict(), **derived._asdict()}
         floats = tuple(jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS)
@@ -149,16 +148,100 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
     ``N`` blocks side by side and ``count`` has one entry per device (see
     :func:`survivors`); the compaction size is per device.
     """
-    axis_names = tuple(job.axes)
-    icols = int_columns(job)
+    n_dev = len(devices) if devices is not None else len(local_devices())
+    per = -(-chunk // n_dev)  # points per device; the chunk is padded to n_dev * per
+    # top-k rarely has more than k candidates (see :func:`top_k_candidates`), and every compacted
+    # row costs each result column once more
+    compact = min(per, keep.k if keep.kind == "top" else max(COMPACT_ROWS, keep.k))
+    run = _window_fn(job, chunk, keep, dtype, compact)
+    TRACES[(job.index, job.strategy)] = 0
+
+    if n_dev == 1:
+
+        def single(net, machine, values, info, n_real, known):
+            TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
+            return run(net, machine, values, info, n_real, known, jnp.int32(0), chunk)
+
+        return jax.jit(single), compact
+
+    sharded = _shard_over(run, per, keep, device_mesh(devices))
+
+    def multi(net, machine, values, info, n_real, known):
+        TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
+        return sharded(net, machine, values, info, n_real, known)
+
+    return jax.jit(multi), compact
+
+
+def _shard_over(run: Callable, per: int, keep: Keep, mesh) -> Callable:
+    """``run`` over ``per`` points on each device of ``mesh``, with ``shard_map``: outputs are
+    the devices' blocks side by side, and ``lead`` and ``count`` one entry per device."""
+
+    def part(net, machine, values, info, n_real, known):
+        offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.int32)
+        out = run(net, machine, values, info, n_real, known, offset, per)
+        out = out._replace(lead=out.lead.reshape(1))
+        return out if out.count is None else out._replace(count=out.count.reshape(1))
+
+    cols, rows = P(None, AXIS), P(AXIS)  # [columns, points] blocks side by side; [points]
+    if keep.reduces:
+        specs = ChunkOut(None, None, None, rows, rows, cols, cols, rows, rows, rows)
+    else:
+        specs = ChunkOut(cols, cols, rows, rows, rows)
+    return jax.shard_map(part, mesh=mesh, in_specs=P(), out_specs=specs)
+
+
+def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callable:
+    """``run(net, machine, values, info, n_real, known, offset, size) -> ChunkOut``: ``size``
+    points at local offsets ``offset + arange(size)`` of the chunk (``offset`` int32).
+
+    The points lie in ``n_box`` consecutive inner boxes from outer index
+    ``o + q``; every point of those boxes is evaluated and the window of
+    ``size`` points cut out (reductions never copy the window out).
+    """
     radices = [len(v) for v in job.axes.values()]
     n_outer = inner_split(radices, chunk)
     box = math.prod(radices[n_outer:])
+    outer_point = _box_fn(job, n_outer, dtype)
+    radix = np.asarray(radices[:n_outer], np.float32)[:, None]
+    by_floats = chunk <= index.FLOAT_CHUNK
+
+    def run(net, machine, values, info, n_real, known, offset, size):
+        n_box = (size - 1) // box + 2 if box > 1 else size
+        digits, window, at = _outer_digits(info, offset, n_outer, box, n_box, radix, by_floats)
+        floats, ints, limit, fits = jax.vmap(outer_point, in_axes=(None, None, None, 0))(
+            net, machine, values, digits.T
+        )
+        # Columns over the whole boxes, [column, n_box * box]; the chunk's points are
+        # the window [window, window + size).
+        width = n_box * box
+        pos = jnp.arange(width, dtype=jnp.int32) - window  # offset from this device's first point
+        if by_floats:
+            k = at + pos.astype(jnp.float32)
+            mask = (pos >= 0) & (pos < size) & (k < n_real) & fits.reshape(-1)
+        else:
+            mask = (pos >= 0) & (pos < size) & (offset + pos < n_real) & fits.reshape(-1)
+        limit = limit.reshape(-1)
+        lead = window - offset  # output position minus chunk offset
+        if not keep.reduces:
+            # stacked in the columns' own shape, then flattened: a stack of flattened columns
+            # indexed every element back into the boxes by division (slower on a CPU)
+            stack = lambda cols: jnp.stack(cols).reshape(len(cols), -1)  # noqa: E731
+            return ChunkOut(stack(floats), stack(ints), limit, mask, lead)
+        return _candidates(job, keep, dtype, compact, floats, ints, limit, mask, lead, known)
+
+    return run
+
+
+def _box_fn(job: Job, n_outer: int, dtype) -> Callable:
+    """``outer_point(net, machine, values, digits)``: every column over the inner box of the
+    outer axes' ``digits``, one vmap per inner axis, so a term is computed once per value of
+    the axes it depends on (vmap batches only what varies)."""
+    axis_names = tuple(job.axes)
+    radices = [len(v) for v in job.axes.values()]
     one = _configuration_fn(job, dtype)
 
     def nest(net, machine, values, at, i):
-        """Columns over the inner box: one vmap per inner axis, so a term is computed
-        once per value of the axes it depends on (vmap batches only what varies)."""
         if i == len(axis_names):
             return one(net, machine, at)
         name = axis_names[i]
@@ -172,127 +255,73 @@ def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):
         at = {axis_names[i]: (values[i][digits[i]], digits[i]) for i in range(n_outer)}
         return nest(net, machine, values, at, n_outer)
 
-    radix = np.asarray(radices[:n_outer], np.float32)[:, None]
-    by_floats = chunk <= index.FLOAT_CHUNK
+    return outer_point
+
+
+def _outer_digits(info, offset, n_outer: int, box: int, n_box: int, radix: np.ndarray, by_floats: bool):
+    """``(digits [n_outer, n_box], window, at)``: the outer axes' digits of the ``n_box`` boxes
+    from the one holding local offset ``offset``, the offset's position in its box, and (in
+    float arithmetic) the offset as a float, else None.
+
+    A mixed-radix decode of the outer indices, digit = (q + carry) mod r
+    (:func:`sweep.engine.index.decode_info` gives ``info``). For chunks up to
+    :data:`sweep.engine.index.FLOAT_CHUNK` it runs in exact small-integer float
+    arithmetic, which vectorises on CPUs, where integer division does not.
+    """
+    if by_floats:
+        at = offset.astype(jnp.float32)
+        w = info[n_outer, 0].astype(jnp.float32) + at  # first point, from the start of box o
+        q = floor_div(w, jnp.float32(box))
+        window = (w - q * box).astype(jnp.int32)
+        fi = info[:n_outer].astype(jnp.float32)
+        k = q + jnp.arange(n_box, dtype=jnp.float32)
+        carry = jnp.where(
+            info[:n_outer, 4:5] == 1,
+            (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
+            floor_div(fi[:, 1:2] + k[None, :], fi[:, 2:3]),
+        )
+        total = fi[:, 0:1] + carry
+        return (total - radix * floor_div(total, radix)).astype(jnp.int32), window, at
+    w = info[n_outer, 0] + offset
+    q = w // box
+    window = w - q * box
+    k = q + jnp.arange(n_box, dtype=jnp.int32)
+    carry = jnp.where(
+        info[:n_outer, 4:5] == 1,
+        (k[None, :] >= info[:n_outer, 3:4]).astype(jnp.int32),
+        (info[:n_outer, 1:2] + k[None, :]) // info[:n_outer, 2:3],
+    )
+    return (info[:n_outer, 0:1] + carry) % radix.astype(np.int32), window, None
+
+
+def _candidates(job: Job, keep: Keep, dtype, compact: int, floats, ints, limit, mask, lead, known):
+    """A reducing chunk's :class:`ChunkOut`: its candidates' mask, and the first ``compact`` of
+    them gathered (:func:`compact_indices`, or :func:`top_k_candidates`)."""
+    icols = int_columns(job)
     ranks = {c: axis_ranks(job, c) for c in keep.columns if c in job.machine_axes}
-
-    def run(net, machine, values, info, n_real, known, offset, size):
-        """``size`` points at local offsets ``offset + arange(size)`` of the chunk (``offset``
-        int32).
-
-        The points lie in ``n_box`` consecutive inner boxes from outer index
-        ``o + q``; every point of those boxes is evaluated and the window of
-        ``size`` points cut out.
-        """
-        n_box = (size - 1) // box + 2 if box > 1 else size
-        # Mixed-radix decode of the outer indices: digit = (q + carry) mod r.
-        if by_floats:
-            # in exact small-integer float arithmetic (vectorises on CPUs, where integer
-            # division does not)
-            at = offset.astype(jnp.float32)
-            w = info[n_outer, 0].astype(jnp.float32) + at  # first point, from the start of box o
-            q = floor_div(w, jnp.float32(box))
-            window = (w - q * box).astype(jnp.int32)
-            fi = info[:n_outer].astype(jnp.float32)
-            k = q + jnp.arange(n_box, dtype=jnp.float32)
-            carry = jnp.where(
-                info[:n_outer, 4:5] == 1,
-                (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
-                floor_div(fi[:, 1:2] + k[None, :], fi[:, 2:3]),
-            )
-            total = fi[:, 0:1] + carry
-            digits = (total - radix * floor_div(total, radix)).astype(jnp.int32)
+    flat = {name: c.reshape(-1) for name, c in zip(RESULT_COLUMNS, floats, strict=True)}
+    flat.update((name, c.reshape(-1)) for name, c in zip(icols, ints, strict=True))
+    ok = mask & (limit == 0)
+    objective = [
+        jnp.asarray(ranks[c], dtype)[flat[c]] if c in ranks else flat[c].astype(dtype) for c in keep.columns
+    ]
+    if keep.kind == "pareto":
+        # candidates on the device, a superset of the front; the host's reduction is exact
+        if len(objective) == 2:
+            # a configuration column (p) is cheap to read again; a result column is not
+            mask = pareto_2d_jit(objective[0], objective[1], ok, keep.columns[1] not in icols, known)
         else:
-            w = info[n_outer, 0] + offset
-            q = w // box
-            window = w - q * box
-            k = q + jnp.arange(n_box, dtype=jnp.int32)
-            carry = jnp.where(
-                info[:n_outer, 4:5] == 1,
-                (k[None, :] >= info[:n_outer, 3:4]).astype(jnp.int32),
-                (info[:n_outer, 1:2] + k[None, :]) // info[:n_outer, 2:3],
-            )
-            digits = (info[:n_outer, 0:1] + carry) % radix.astype(np.int32)
-        floats, ints, limit, fits = jax.vmap(outer_point, in_axes=(None, None, None, 0))(
-            net, machine, values, digits.T
-        )
-
-        # Columns over the whole boxes, [column, n_box * box]; the chunk's points are
-        # the window [window, window + size). Reductions never copy the window out.
-        width = n_box * box
-        pos = jnp.arange(width, dtype=jnp.int32) - window  # offset from this device's first point
-        if by_floats:
-            k = at + pos.astype(jnp.float32)
-            mask = (pos >= 0) & (pos < size) & (k < n_real) & fits.reshape(-1)
-        else:
-            mask = (pos >= 0) & (pos < size) & (offset + pos < n_real) & fits.reshape(-1)
-        limit = limit.reshape(-1)
-        lead = window - offset  # output position minus chunk offset
-        if not keep.reduces:
-            # stacked in the columns' own shape, then flattened: a stack of flattened columns
-            # indexed every element back into the boxes by division (1.7x slower on a CPU)
-            stack = lambda cols: jnp.stack(cols).reshape(len(cols), -1)  # noqa: E731
-            return ChunkOut(stack(floats), stack(ints), limit, mask, lead)
-        flat = {name: c.reshape(-1) for name, c in zip(RESULT_COLUMNS, floats, strict=True)}
-        flat.update((name, c.reshape(-1)) for name, c in zip(icols, ints, strict=True))
-        ok = mask & (limit == 0)
-        objective = [
-            jnp.asarray(ranks[c], dtype)[flat[c]] if c in ranks else flat[c].astype(dtype)
-            for c in keep.columns
-        ]
-        if keep.kind == "pareto":
-            # candidates on the device, a superset of the front; the host's reduction is exact
-            if len(objective) == 2:
-                # a configuration column (p) is cheap to read again; a result column is not
-                mask = pareto_2d_jit(objective[0], objective[1], ok, keep.columns[1] not in icols, known)
-            else:
-                mask = pareto_kd_jit(tuple(objective), ok)
-            # more than fit are read from ``mask`` (:func:`survivors`), and not compacted
-            # unless they lie in few blocks (a prefix sum and a scatter over the chunk,
-            # 10-18 ms of a tied 2^20 chunk's 20-30 on a CPU)
-            count, idx = compact_indices_jit(mask, compact)
-        else:
-            mask, count, idx = top_k_candidates_jit(objective[0], ok, keep.k, compact)
-        gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
-        return ChunkOut(
-            None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count
-        )
-
-    n_dev = len(devices) if devices is not None else len(local_devices())
-    per = -(-chunk // n_dev)  # points per device; the chunk is padded to n_dev * per
-    # top-k rarely has more than k candidates (see :func:`top_k_candidates`), and every compacted row
-    # costs each result column once more: 4096 rows made top-1 about 15 % slower
-    compact = min(per, keep.k if keep.kind == "top" else max(COMPACT_ROWS, keep.k))
-    TRACES[(job.index, job.strategy)] = 0
-
-    if n_dev == 1:
-
-        def single(net, machine, values, info, n_real, known):
-            TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-            return run(net, machine, values, info, n_real, known, jnp.int32(0), chunk)
-
-        return jax.jit(single), compact
-
-    mesh = device_mesh(devices)
-
-    def part(net, machine, values, info, n_real, known):
-        offset = (jax.lax.axis_index(AXIS) * per).astype(jnp.int32)
-        out = run(net, machine, values, info, n_real, known, offset, per)
-        out = out._replace(lead=out.lead.reshape(1))
-        return out if out.count is None else out._replace(count=out.count.reshape(1))
-
-    cols, rows = P(None, AXIS), P(AXIS)  # [columns, points] blocks side by side; [points]
-    if keep.reduces:
-        specs = ChunkOut(None, None, None, rows, rows, cols, cols, rows, rows, rows)
+            mask = pareto_kd_jit(tuple(objective), ok)
+        # more than fit are read from ``mask`` (:func:`survivors`), and not compacted unless
+        # they lie in few blocks (a prefix sum and a scatter over the chunk cost more than
+        # the rest of a tied chunk)
+        count, idx = compact_indices_jit(mask, compact)
     else:
-        specs = ChunkOut(cols, cols, rows, rows, rows)
-    sharded = jax.shard_map(part, mesh=mesh, in_specs=P(), out_specs=specs)
-
-    def multi(net, machine, values, info, n_real, known):
-        TRACES[(job.index, job.strategy)] += 1  # runs at trace time only
-        return sharded(net, machine, values, info, n_real, known)
-
-    return jax.jit(multi), compact
+        mask, count, idx = top_k_candidates_jit(objective[0], ok, keep.k, compact)
+    gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
+    return ChunkOut(
+        None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count
+    )
 
 
 def build_points_fn(job: Job, dtype) -> Any:
@@ -315,15 +344,15 @@ def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Call
     """The job's chunk function, compiled, its device inputs, and whether it returns every row.
 
     Tracing and lowering (or reading the module an earlier run kept, see
-    :mod:`sweep.traced`) and compiling (or loading from the persistent
+    :mod:`sweep.engine.compiled`) and compiling (or loading from the persistent
     cache) happen here rather than at the first call, so a run can prepare the next
     jobs' kernels on other threads while this one computes: tracing holds
     the GIL but XLA's compute threads do not need it, and XLA compiles
     without it. The result is called like :func:`build_chunk_fn`'s function.
 
     A reduction over a small job of one chunk gains little on the device and
-    its program takes several times longer to compile (4 s against 0.6 s for
-    a Pareto kernel on a CPU), so such a job returns every row and the host
+    its program takes several times longer to compile than one returning every
+    row, so such a job returns every row and the host
     picks the candidates (:func:`host_candidates`; :func:`reduced_on_host`
     says which jobs); the kept rows are the same.
     """
@@ -341,7 +370,7 @@ def reduced_on_host(job: Job, chunk: int, keep: Keep) -> bool:
 
 def compile_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, inputs: tuple, devices=None) -> Callable:
     """:func:`build_chunk_fn`'s function compiled for ``inputs`` (:func:`device_inputs`), from
-    the module a run before this one kept when there is one (:mod:`sweep.traced`)."""
+    the module a run before this one kept when there is one (:mod:`sweep.engine.compiled`)."""
     devices = devices if devices is not None else local_devices()
     return traced.compile_kept(
         job,
@@ -386,7 +415,6 @@ def device_inputs(job: Job, dtype, devices=None):
     devices = devices if devices is not None else local_devices()
     if len(devices) == 1:
         # device_put, not jnp.asarray: that applies a conversion primitive to each leaf,
-        # which compiles (or looks up in the persistent cache) a program per new shape,
-        # 0.1-0.3 s a run for the seven jobs of a co-design grid, against 0.01 s
+        # which compiles (or looks up in the persistent cache) a program per new shape
         return jax.device_put(inputs)
     return jax.device_put(inputs, NamedSharding(device_mesh(devices), P()))

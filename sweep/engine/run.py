@@ -10,7 +10,7 @@ result every few seconds.
 Beyond one process: ``--shard K/N`` evaluates the K-th of N equal contiguous
 parts of the concatenated index space into the same folder under its own
 file names (``sweep merge`` then checks and seals the dataset), and
-``--dask ADDRESS`` hands chunks to Dask workers (:mod:`sweep.cluster`).
+``--dask ADDRESS`` hands chunks to Dask workers (:mod:`sweep.engine.cluster`).
 Both drive the same :class:`RunState` bookkeeping: which chunks are done, the
 rows written, the running reduction and the manifest.
 """
@@ -47,6 +47,7 @@ from sweep.engine.runstate import (
 from sweep.errors import InputError
 from sweep.inputs.grid import Job, Plan
 from sweep.output import store
+from sweep.output.manifest import Manifest
 
 #: Part files written at once by a local run (one core each while encoding).
 WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -58,13 +59,12 @@ class _Workers:
     """Runs ``handle(*item)`` for each queued item on ``threads`` threads, off the main thread.
 
     The main thread feeds the device; the workers turn finished chunks into
-    part files (Parquet encoding holds one core per file, about 5.3 M rows/s
-    of a 24-column chunk measured, so several files are written at once and may
-    finish out of order: the manifest keeps track, see :class:`DoneChunks`), or
-    merge a reduction's candidates (one thread, in chunk order). The queue
-    holds at most two items a thread, so chunks waiting stay few. A worker's
-    error stops the others' work and is raised by the next :meth:`put` or
-    by :meth:`close`.
+    part files (Parquet encoding holds one core per file, so several files are
+    written at once and may finish out of order: the manifest keeps track, see
+    :class:`DoneChunks`), or merge a reduction's candidates (one thread, in chunk
+    order). The queue holds at most two items a thread, so chunks waiting stay
+    few. A worker's error stops the others' work and is raised by the next
+    :meth:`put` or by :meth:`close`.
     """
 
     def __init__(self, handle: Callable[..., None], threads: int, name: str):
@@ -111,8 +111,8 @@ def run_sweep(
 ) -> RunSummary:
     """Evaluate every job of ``plan`` (or the shard ``opts.shard`` of it) into the folder ``opts.out``.
 
-    Chunks run on every local device (:func:`sweep.engine.build_chunk_fn`),
-    or on Dask workers when ``opts.dask`` is set (:func:`sweep.cluster.execute`).
+    Chunks run on every local device (:func:`sweep.engine.program.build_chunk_fn`),
+    or on Dask workers when ``opts.dask`` is set (:func:`sweep.engine.cluster.execute`).
     """
     began = time.perf_counter()
     backend.start()  # unless JAX is already running in this process
@@ -129,7 +129,7 @@ def _run(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], Non
     run = RunState(plan, opts)
     if run.complete:
         return RunSummary(
-            int(run.previous["rows"]), 0, 0, 0.0, run.folder, run.manifest["devices"],
+            int(run.previous.rows or 0), 0, 0, 0.0, run.folder, run.manifest.devices or "",
             shard=opts.shard, reduced=opts.keep.reduces,
         )  # fmt: skip
     client, owned = None, []
@@ -156,7 +156,7 @@ def _run(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], Non
     except KeyboardInterrupt:
         run.interrupted()
         raise Interrupted(
-            f"interrupted: {run.manifest['rows']:,} rows in {run.folder}; {hint} to continue"
+            f"interrupted: {run.manifest.rows:,} rows in {run.folder}; {hint} to continue"
         ) from None
     except OSError as err:
         # a full disk, a folder gone or made read-only: keep what is finished, as an interrupt does
@@ -166,7 +166,7 @@ def _run(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], Non
             store.remove_temporaries(run.folder, run.tag)
         what = os.strerror(err.errno) if err.errno else str(err)
         raise InputError(
-            f"stopped: {what}; {run.manifest['rows']:,} rows kept; fix it and {hint} to continue",
+            f"stopped: {what}; {run.manifest.rows:,} rows kept; fix it and {hint} to continue",
             str(run.folder),
         ) from None
     except BaseException:
@@ -188,8 +188,8 @@ def _settle_chunk(opts: RunOptions) -> RunOptions:
     if opts.chunk_given:
         return opts
     if opts.resume and opts.shard is None and opts.out.is_dir():
-        manifest = store.read_manifest(opts.out)
-        key = manifest.get("run_key") if isinstance(manifest, dict) else None
+        doc = store.read_manifest(opts.out)
+        key = Manifest.from_json(doc).run_key if isinstance(doc, dict) else None
         chunk = key.get("chunk") if isinstance(key, dict) else None
         if type(chunk) is int and 1 <= chunk <= index.MAX_CHUNK:
             return replace(opts, chunk=chunk)
@@ -200,132 +200,151 @@ def _settle_chunk(opts: RunOptions) -> RunOptions:
 
 def _execute_local(run: RunState, progress: Callable[[int, int, float], None] | None) -> None:
     """Every chunk not done yet, on this process's devices: dispatch chunk i+1, then collect chunk i."""
-    opts = run.opts
-    timings = run.timings = Timings()
-    # Part files are encoded on several threads; a reduction merges candidates on one, in
-    # order, while this thread waits for the next chunk (0.25 s of every second of the
-    # bench's tied 5.5e7-point Pareto grid went to merging on this thread).
-    if run.reducer is None:
-        sink = _Workers(timings.timed("sink", run.write_part), WRITER_THREADS, "sweep-write").start()
-    else:
-        sink = _Workers(timings.timed("sink", run.add_survivors), 1, "sweep-reduce").start()
-    prepare = timings.timed("prepare", program.prepare)
-    # Jobs with chunks left. The next few jobs' kernels are prepared on other threads
-    # while a job computes: a warm start traces and lowers each kernel (0.3-0.8 s
-    # apiece on a CPU, as long as a small job's chunks take). At most PREPARE_THREADS
-    # jobs ahead, so a plan of many jobs does not hold every compiled kernel at once.
+    _LocalLoop(run, progress).execute()
+
+
+class _LocalLoop:
+    """The local run's loop and what it keeps between chunks (:func:`_execute_local`).
+
+    Part files are encoded on several threads; a reduction merges candidates on
+    one, in order, while the main thread waits for the next chunk. The next few
+    jobs' kernels are prepared on other threads while a job computes (a warm start
+    traces and lowers each kernel, as long as a small job's chunks take), at most
+    :data:`PREPARE_THREADS` jobs ahead, so a plan of many jobs does not hold every
+    compiled kernel at once.
+    """
+
+    def __init__(self, run: RunState, progress: Callable[[int, int, float], None] | None):
+        self.run, self.opts, self.progress = run, run.opts, progress
+        timings = self.timings = run.timings = Timings()
+        if run.reducer is None:
+            self.sink = _Workers(timings.timed("sink", run.write_part), WRITER_THREADS, "sweep-write")
+        else:
+            self.sink = _Workers(timings.timed("sink", run.add_survivors), 1, "sweep-reduce")
+        self.prepare = timings.timed("prepare", program.prepare)
+        self.work = _pending_work(run)  # (span, its chunks left, the first of them) of each job
+        self.pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="sweep-prepare")
+        self.ahead: collections.deque = collections.deque()  # kernels of jobs i, i+1, ... being prepared
+        self.submitted = 0
+        # A reducing chunk with more candidates than it compacts (ties) has them evaluated again
+        # (survivors.Again), by a second kernel compiled on first use on the main thread. Once one
+        # job of a run needed it, the jobs after it likely will: their fallbacks are prepared
+        # ahead with their kernels.
+        self.fallbacks: dict[int, Future] = {}
+        self.tied = False
+        # A Pareto reduction of two objectives passes each chunk the front its reducer holds so
+        # far (filters.known_front), which drops the rows earlier jobs dominate. Not when an
+        # objective is a swept machine parameter: the device reduces it by rank (see
+        # program.build_chunk_fn), the host by value.
+        keep = self.opts.keep
+        by_axis = any(c in run.schema.axis_values for c in keep.columns)
+        two = keep.kind == "pareto" and len(keep.columns) == 2
+        self.fronts = run.reducer if two and not by_axis else None
+        self.given: list = [None, filters.known_front(None, run.dtype)]  # the vectors read last, their points
+
+    def execute(self) -> None:
+        """Chunk i+1 is queued before chunk i is collected, across jobs too: a job's last chunk
+        computes while the next job's program is awaited and its first chunk queued."""
+        run, opts, timings = self.run, self.opts, self.timings
+        self.sink.start()
+        pending: tuple | None = None
+        try:
+            for i, (span, units, head) in enumerate(self.work):
+                self._prepare_ahead(i)
+                began = time.perf_counter()
+                fn, (net, machine, values), whole = self.ahead.popleft().result()
+                timings.programs += time.perf_counter() - began
+                job = span.job
+                size = index.program_chunk(job, opts.chunk)  # as the job's program was compiled
+                # its fallback as prepared by the time a chunk needs it (the previous job's last
+                # chunk, collected after this job's first is queued, may be what asks for it)
+                again = survivors.Again(job, run.dtype, points=functools.partial(self._fallback, i, job))
+                for _span, number, start, n_real in itertools.chain([head], units):
+                    began = time.perf_counter()
+                    info = index.decode_info(job, start, size)
+                    out = fn(net, machine, values, info, np.int32(n_real), self._known())
+                    timings.queue += time.perf_counter() - began
+                    if pending is not None:
+                        self._collect(*pending)
+                    pending = (i, job, whole, again, number, start, n_real, out)
+            if pending is not None:
+                self._collect(*pending)
+        except BaseException:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.sink.close(raise_error=False)
+            raise
+        self.pool.shutdown(wait=False)
+        self.sink.close()
+
+    def _prepare_ahead(self, i: int) -> None:
+        """Submit the kernels of the jobs up to ``i + PREPARE_THREADS`` not submitted yet."""
+        opts = self.opts
+        while self.submitted < len(self.work) and self.submitted <= i + PREPARE_THREADS:
+            upcoming = self.work[self.submitted][0].job
+            size = index.program_chunk(upcoming, opts.chunk)
+            self.ahead.append(self.pool.submit(self.prepare, upcoming, size, opts.keep, self.run.dtype))
+            self.timings.prepared += 1
+            if self.tied:
+                self._prepare_fallback(self.submitted)
+            self.submitted += 1
+
+    def _fallback(self, k: int, job: Job) -> tuple[Callable, tuple]:
+        made = self.fallbacks.pop(k, None)
+        return made.result() if made is not None else program.prepare_points(job, self.run.dtype)
+
+    def _prepare_fallback(self, k: int) -> None:
+        job = self.work[k][0].job
+        if (
+            self.run.reducer is not None
+            and k not in self.fallbacks
+            and not program.reduced_on_host(job, self.opts.chunk, self.opts.keep)
+        ):
+            self.fallbacks[k] = self.pool.submit(program.prepare_points, job, self.run.dtype)
+
+    def _known(self) -> np.ndarray:
+        vectors = self.fronts.vectors if self.fronts is not None else None
+        given = self.given
+        if vectors is not given[0]:  # the reducer replaces its vectors, never changes them
+            given[:] = [vectors, filters.known_front(vectors, self.run.dtype)]
+        return given[1]
+
+    def _collect(
+        self, k: int, job: Job, whole: bool, again: survivors.Again, number: int, start: int, n_real: int, out
+    ) -> None:
+        """Hand chunk ``number`` of ``work[k]``'s job to the writers or the reducer."""
+        run, timings = self.run, self.timings
+        began = time.perf_counter()
+        jax.block_until_ready(out)
+        ready = time.perf_counter()
+        timings.device += ready - began
+        if run.reducer is None:
+            rows = chunk_rows(job, out, self.opts.only_feasible)
+            self.sink.put((run.part_name(job.index, number), job.index, number, *rows))
+        else:
+            if whole:
+                found = survivors.host_candidates(out, self.opts.keep, job)
+            else:
+                before = again.seconds
+                found = survivors.survivors(out, again.at(start))
+                timings.again += again.seconds - before
+                if again.used and not self.tied:
+                    self.tied = True
+                    for later in range(k + 1, self.submitted):
+                        self._prepare_fallback(later)
+            self.sink.put((job, number, start, found))
+        run.advance(n_real, self.progress)
+        timings.host += time.perf_counter() - ready
+
+
+def _pending_work(run: RunState) -> list[tuple]:
+    """``(span, its chunks left, the first of them)`` of each span with chunks left, in order."""
     work = []
     for span in run.spans:
         units = run.units(span)
         head = next(units, None)
         if head is not None:
             work.append((span, units, head))
-    pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="sweep-prepare")
-    ahead: collections.deque = collections.deque()  # kernels of jobs i, i+1, ... being prepared
-    submitted = 0
-    # A reducing chunk with more candidates than it compacts (ties: below 8 GPUs every network
-    # setting ties) has them evaluated again (survivors.Again), by a second kernel compiled on
-    # first use on the main thread (0.4-0.9 s, or 0.04-0.13 s from the caches). Once one job of a run needed
-    # it, the jobs after it likely will: their fallbacks are prepared ahead with their kernels.
-    fallbacks: dict[int, Future] = {}
-
-    def fallback(k: int, job: Job) -> tuple[Callable, tuple]:
-        made = fallbacks.pop(k, None)
-        return made.result() if made is not None else program.prepare_points(job, run.dtype)
-
-    def prepare_fallback(k: int) -> None:
-        job = work[k][0].job
-        if (
-            run.reducer is not None
-            and k not in fallbacks
-            and not program.reduced_on_host(job, opts.chunk, opts.keep)
-        ):
-            fallbacks[k] = pool.submit(program.prepare_points, job, run.dtype)
-
-    # A Pareto reduction of two objectives passes each chunk the front its reducer holds so far
-    # (filters.known_front): the bench's tied grid had 2.0 M rows tied on the fronts of single
-    # chunks, 1.3 M of them dominated by rows of earlier jobs, each evaluated again and merged.
-    # Not when an objective is a swept machine parameter: the device reduces it by rank (see
-    # program.build_chunk_fn), the host by value.
-    by_axis = any(c in run.schema.axis_values for c in opts.keep.columns)
-    fronts = (
-        run.reducer if opts.keep.kind == "pareto" and len(opts.keep.columns) == 2 and not by_axis else None
-    )
-    given: list = [None, filters.known_front(None, run.dtype)]  # the vectors read last, their points
-
-    def known() -> np.ndarray:
-        vectors = fronts.vectors if fronts is not None else None
-        if vectors is not given[0]:  # the reducer replaces its vectors, never changes them
-            given[:] = [vectors, filters.known_front(vectors, run.dtype)]
-        return given[1]
-
-    tied = False
-
-    def collect(
-        k: int, job: Job, whole: bool, again: survivors.Again, number: int, start: int, n_real: int, out
-    ) -> None:
-        """Hand chunk ``number`` of ``work[k]``'s job to the writers or the reducer."""
-        nonlocal tied
-        began = time.perf_counter()
-        jax.block_until_ready(out)
-        ready = time.perf_counter()
-        timings.device += ready - began
-        if run.reducer is None:
-            rows = chunk_rows(job, out, opts.only_feasible)
-            sink.put((run.part_name(job.index, number), job.index, number, *rows))
-        else:
-            if whole:
-                found = survivors.host_candidates(out, opts.keep, job)
-            else:
-                before = again.seconds
-                found = survivors.survivors(out, again.at(start))
-                timings.again += again.seconds - before
-                if again.used and not tied:
-                    tied = True
-                    for later in range(k + 1, submitted):
-                        prepare_fallback(later)
-            sink.put((job, number, start, found))
-        run.advance(n_real, progress)
-        timings.host += time.perf_counter() - ready
-
-    # Chunk i+1 is queued before chunk i is collected, across jobs too: a job's last chunk
-    # computes while the next job's program is awaited and its first chunk queued (on 2 CPU
-    # cores the tied grid's main thread waited 80 ms in all for programs, nothing queued).
-    pending: tuple | None = None
-    try:
-        for i, (span, units, head) in enumerate(work):
-            while submitted < len(work) and submitted <= i + PREPARE_THREADS:
-                upcoming = work[submitted][0].job
-                size = index.program_chunk(upcoming, opts.chunk)
-                ahead.append(pool.submit(prepare, upcoming, size, opts.keep, run.dtype))
-                timings.prepared += 1
-                if tied:
-                    prepare_fallback(submitted)
-                submitted += 1
-            began = time.perf_counter()
-            fn, (net, machine, values), whole = ahead.popleft().result()
-            timings.programs += time.perf_counter() - began
-            job = span.job
-            size = index.program_chunk(job, opts.chunk)  # as the job's program was compiled
-            # its fallback as prepared by the time a chunk needs it (the previous job's last
-            # chunk, collected after this job's first is queued, may be what asks for it)
-            again = survivors.Again(job, run.dtype, points=functools.partial(fallback, i, job))
-            for _span, number, start, n_real in itertools.chain([head], units):
-                began = time.perf_counter()
-                info = index.decode_info(job, start, size)
-                out = fn(net, machine, values, info, np.int32(n_real), known())
-                timings.queue += time.perf_counter() - began
-                if pending is not None:
-                    collect(*pending)
-                pending = (i, job, whole, again, number, start, n_real, out)
-        if pending is not None:
-            collect(*pending)
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        sink.close(raise_error=False)
-        raise
-    pool.shutdown(wait=False)
-    sink.close()
+    return work
 
 
 def _raise_interrupt(signum, frame):

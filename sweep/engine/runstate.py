@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,11 @@ from sweep.engine.evaluate import RESULT_COLUMNS
 from sweep.errors import InputError
 from sweep.inputs.grid import Job, Plan
 from sweep.output import store
+from sweep.output.manifest import FIXED_KEYS, Manifest
 from sweep.reduce.keep import Keep, Survivors
 from sweep.reduce.reducer import Reducer, write_state
 
 CHECKPOINT_S = 5.0
-#: The manifest's large parts, which never change during a run: encoded once (the others at each save).
-_MANIFEST_FIXED = ("run_key", "versions", "jobs", "schema")
 
 
 class Interrupted(Exception):
@@ -60,16 +59,12 @@ def parse_shard(text: str) -> Shard:
 
 #: Points per chunk of a run that writes rows: larger chunks write no faster, and hold more.
 ROWS_CHUNK = 1 << 18
-#: Points per chunk of a ``--keep`` reduction. A call's fixed cost (XLA runs a reducing
-#: program as a few hundred small steps) is spread over 4x the points: on 2 CPU cores,
-#: Pareto kernels ran at 133-147 M configs/s against 72-105 with 2^18, top-1 at 208-395
-#: against 103-201.
+#: Points per chunk of a ``--keep`` reduction: a call's fixed cost (XLA runs a reducing
+#: program as a few hundred small steps) is spread over more points than :data:`ROWS_CHUNK`.
 REDUCE_CHUNK = 1 << 20
-#: Points per chunk of a reduction on a GPU, where a call's fixed cost (a few hundred
-#: microseconds: kernels launched, conditionals waiting for the host) is what a chunk
-#: spreads. On an H200 the eight strategies' kernels ran at 22 G configs/s top-1 and 15 G/s
-#: Pareto against 1.5 and 1.3 at 2^20; the bench's tied grid end to end 1.20 s against 1.51.
-#: A program of 2^24 points holds 0.3-0.4 GB of temporaries (XLA's memory analysis).
+#: Points per chunk of a reduction on a GPU, where a call's fixed cost (kernels launched,
+#: conditionals waiting for the host) is what a chunk spreads (docs/performance.md#gpu-figures-one-h200).
+#: A program of 2^24 points holds a few hundred MB of temporaries.
 GPU_REDUCE_CHUNK = 1 << 24
 
 
@@ -231,9 +226,9 @@ class DoneChunks:
     of order).
     """
 
-    def __init__(self, manifest: dict):
-        self.prefix = {int(k): int(v) for k, v in manifest.get("done", {}).items()}
-        self.extra = {int(k): {int(c) for c in v} for k, v in manifest.get("done_extra", {}).items()}
+    def __init__(self, done: Mapping | None = None, done_extra: Mapping | None = None):
+        self.prefix = {int(k): int(v) for k, v in (done or {}).items()}
+        self.extra = {int(k): {int(c) for c in v} for k, v in (done_extra or {}).items()}
 
     def has(self, job: int, number: int) -> bool:
         return number < self.prefix.get(job, 0) or number in self.extra.get(job, ())
@@ -270,71 +265,24 @@ class RunState:
         self.opts = opts
         self.dtype = np.float64 if opts.x64 else np.float32
         self.tag = opts.shard.tag if opts.shard else None
-        jobs = plan.jobs
-        self.schema = schema = schema_for(plan, opts)
-        self.run_key: dict[str, Any] = {
-            "spec": plan.spec.text,
-            "chunk": opts.chunk,
-            "x64": opts.x64,
-            "keep": opts.keep.describe(),
-            "only_feasible": opts.only_feasible,
-            "columns": list(schema.columns) if schema.columns else None,
-        }
-        if opts.shard is not None:
-            self.run_key["shards"] = opts.shard.n
+        self.schema = run_schema(plan, opts)
+        self.run_key = run_key(plan, opts, self.schema)
         self.folder = opts.out
         previous = store.prepare_folder(self.folder, opts.resume, opts.overwrite, self.run_key, self.tag)
-        self.previous = previous or {}
+        #: The manifest this run resumes from (an empty one for a fresh run).
+        self.previous = Manifest.from_json(previous) if previous else Manifest()
         k, n = (opts.shard.k, opts.shard.n) if opts.shard else (0, 1)
-        self.spans = index.spans(jobs, k, n)
-        self.done = DoneChunks(self.previous)
-        self.manifest: dict[str, Any] = {
-            "format": 1,
-            "name": plan.spec.name,
-            "spec_path": plan.spec.path,
-            "run_key": self.run_key,
-            "versions": store.versions(),
-            "jobs": [
-                {
-                    "index": s.job.index,
-                    "model": s.job.bound.model.name,
-                    "machine": s.job.bound.profile.name,
-                    "strategy": s.job.strategy,
-                    "axes": {k: v.tolist() for k, v in s.job.axes.items()},
-                    "points": s.job.size,
-                    "range": [s.lo, s.hi],
-                    "chunks": s.chunks(opts.chunk),
-                }
-                for s in self.spans
-            ],
-            "done": {},
-            "done_extra": {},
-            "rows": int(self.previous.get("rows", 0)),
-            "complete": False,
-            "compression": opts.compression,
-            "schema": schema.to_json(),
-            # this run's, local or Dask's driver (a resumed run may have run elsewhere)
-            "devices": "Dask workers" if opts.dask is not None else devices.describe_devices(),
-        }
-        if opts.shard is not None:
-            self.manifest["shard"] = {"k": opts.shard.k, "n": opts.shard.n}
+        self.spans = index.spans(plan.jobs, k, n)
+        self.done = DoneChunks(self.previous.done, self.previous.done_extra)
+        self.manifest = new_manifest(plan, opts, self.schema, self.run_key, self.spans)
+        self.manifest.rows = int(self.previous.rows or 0)
         self.lock = threading.Lock()
-        self.manifest_text = store.ManifestText(_MANIFEST_FIXED)
+        self.manifest_text = store.ManifestText(FIXED_KEYS)
         self.part_writer = store.PartWriter(
-            self.folder, schema.arrow(), opts.compression, schema.statistics_columns()
+            self.folder, self.schema.arrow(), opts.compression, self.schema.statistics_columns()
         )
-        self.reducer = None
-        self.keep_seq = int(self.previous.get("keep_seq", 0))
-        if opts.keep.reduces:
-            self.reducer = Reducer(opts.keep, schema, self.folder, store.spill_prefix(self.tag))
-            spills = list(self.previous.get("keep_spill", []))
-            self.reducer.adopt(spills)
-            self.manifest["keep_spill"] = spills
-            # a complete shard's result may be merged and gone; a complete run needs nothing
-            if self.previous.get("keep_state") and not self.previous.get("complete"):
-                self.reducer.load(self.folder / self.previous["keep_state"])
-                self.manifest["keep_state"] = self.previous["keep_state"]
-                self.manifest["keep_seq"] = self.keep_seq
+        self.keep_seq = int(self.previous.keep_seq or 0)
+        self.reducer = self._resume_reducer() if opts.keep.reduces else None
         self.last_checkpoint = time.perf_counter()
         self.checkpoint_s = 0.0  # how long the last checkpoint took
         self.total_points = sum(s.hi - s.lo for s in self.spans)
@@ -344,9 +292,23 @@ class RunState:
         self.started = time.perf_counter()
         self.timings: Timings | None = None  # set by a local run
 
+    def _resume_reducer(self) -> Reducer:
+        """The run's reducer, holding the spills and running state of the run it resumes, if any
+        (recorded in :attr:`manifest` again)."""
+        reducer = Reducer(self.opts.keep, self.schema, self.folder, store.spill_prefix(self.tag))
+        spills = list(self.previous.keep_spill or [])
+        reducer.adopt(spills)
+        self.manifest.keep_spill = spills
+        # a complete shard's result may be merged and gone; a complete run needs nothing
+        if self.previous.keep_state and not self.previous.complete:
+            reducer.load(self.folder / self.previous.keep_state)
+            self.manifest.keep_state = self.previous.keep_state
+            self.manifest.keep_seq = self.keep_seq
+        return reducer
+
     @property
     def complete(self) -> bool:
-        return bool(self.previous.get("complete"))
+        return bool(self.previous.complete)
 
     def units(self, span: index.Span | None = None) -> Iterator[tuple[index.Span, int, int, int]]:
         """(span, chunk number, start, real points) of every chunk not done yet (of one span), in order."""
@@ -362,10 +324,10 @@ class RunState:
 
     def save_manifest(self) -> None:
         """Write the manifest (callers hold :attr:`lock` when other threads may record)."""
-        self.manifest["done"], self.manifest["done_extra"] = self.done.to_json()
+        self.manifest.done, self.manifest.done_extra = self.done.to_json()
         store.write_manifest(
             self.folder / store.manifest_name(self.tag),
-            self.manifest_text(self.manifest),
+            self.manifest_text(self.manifest.to_json()),
             self.part_writer.schema,
         )
 
@@ -373,7 +335,7 @@ class RunState:
         """A part file of chunk ``number`` of ``job`` with ``rows`` rows is in place."""
         with self.lock:
             self.done.mark(job, number)
-            self.manifest["rows"] += rows
+            self.manifest.rows += rows
             self.save_manifest()
 
     def write_part(
@@ -391,7 +353,7 @@ class RunState:
         self.reducer.add(job.index, _labels(job), start + found.local.astype(np.int64), found)
         with self.lock:
             self.done.mark(job.index, number)
-        spilled = self.reducer.spills != self.manifest["keep_spill"]  # rows left memory: record where
+        spilled = self.reducer.spills != self.manifest.keep_spill  # rows left memory: record where
         if spilled or time.perf_counter() - self.last_checkpoint >= max(CHECKPOINT_S, 10 * self.checkpoint_s):
             self.checkpoint()
 
@@ -409,13 +371,13 @@ class RunState:
         assert self.reducer is not None
         began = time.perf_counter()
         self.keep_seq += 1
-        name = f"{store.checkpoint_prefix(self.tag)}{self.keep_seq:06d}.parquet"
+        name = store.state_name(self.tag, self.keep_seq)
         self._write_state(name)
-        old = self.manifest.get("keep_state")
+        old = self.manifest.keep_state
         with self.lock:
-            self.manifest["keep_state"] = name
-            self.manifest["keep_seq"] = self.keep_seq
-            self.manifest["keep_spill"] = list(self.reducer.spills)
+            self.manifest.keep_state = name
+            self.manifest.keep_seq = self.keep_seq
+            self.manifest.keep_spill = list(self.reducer.spills)
             self.save_manifest()
         if old and old != name:
             (self.folder / old).unlink(missing_ok=True)
@@ -436,18 +398,18 @@ class RunState:
         if self.reducer is not None:
             if self.tag is None:
                 rows = self.part_writer.write_tables(store.KEEP_PART, self.reducer.tables())
-                self.manifest.pop("keep_state", None)
+                self.manifest.keep_state = None
             else:
-                name = store.shard_result_name(self.tag)
+                name = store.state_name(self.tag)
                 rows = write_state(self.folder / name, self.reducer.state_tables())
-                self.manifest["keep_state"] = name
-            self.manifest["rows"] = rows
-            self.manifest.pop("keep_spill", None)
+                self.manifest.keep_state = name
+            self.manifest.rows = rows
+            self.manifest.keep_spill = None
         with self.lock:
-            self.manifest["complete"] = True
+            self.manifest.complete = True
             self.save_manifest()
         if self.reducer is not None:  # once the manifest no longer names them
-            for f in self.folder.glob(f"{store.checkpoint_prefix(self.tag)}[0-9]*.parquet"):
+            for f in self.folder.glob(store.state_checkpoints(self.tag)):
                 f.unlink()
             self.reducer.discard_spills()
         store.remove_temporaries(self.folder, self.tag)  # of a worker or shard killed mid-write
@@ -462,30 +424,30 @@ class RunState:
     def summary(self) -> RunSummary:
         seconds = time.perf_counter() - self.started
         return RunSummary(
-            self.manifest["rows"],
+            self.manifest.rows,
             self.points_this_run,
             self.chunks_this_run,
             seconds,
             self.folder,
-            self.manifest["devices"],
+            self.manifest.devices or "",
             self.timings,
             shard=self.opts.shard,
             reduced=self.opts.keep.reduces,
         )
 
 
-def schema_for(plan: Plan, opts: RunOptions) -> store.Schema:
-    """The output schema of a run of ``plan`` with ``opts`` (precision, ``--columns``, metadata)."""
-    jobs = plan.jobs
+def run_schema(plan: Plan, opts: RunOptions) -> store.Schema:
+    """The output schema of ``plan``'s rows, cut to ``opts.columns`` (checked here) when given."""
+    job = plan.jobs[0]
     schema = store.Schema(
         models=list(plan.models),
         machines=list(plan.machines),
         strategies=list(plan.spec.strategies),
-        int_columns=index.int_columns(jobs[0]),
+        int_columns=index.int_columns(job),
         float_columns=RESULT_COLUMNS,
         float_type=pa.float64() if opts.x64 else pa.float32(),
         metadata=_metadata(plan, opts),
-        axis_values={k: plan.spec.axes[k] for k in jobs[0].machine_axes},
+        axis_values={k: plan.spec.axes[k] for k in job.machine_axes},
     )
     names = schema.all_names()
     if opts.columns is not None:
@@ -496,11 +458,57 @@ def schema_for(plan: Plan, opts: RunOptions) -> store.Schema:
     return schema
 
 
-#: Rates and sizes :func:`describe_plan` estimates with, measured on the project's 2-core
-#: machine (docs/performance.md), warm: 7.6-10 M rows/s writing every row, 36-157 M
-#: configurations/s under ``--keep pareto``; cold, 0.3-3 s of compiling per job. 2.4 and 3.6
-#: bytes a row in the shipped co-design outputs (zstd, byte-stream-split floats), so 8 leaves
-#: room for grids that compress less.
+def run_key(plan: Plan, opts: RunOptions, schema: store.Schema) -> dict[str, Any]:
+    """What shapes a run's rows: the spec and the options a ``--resume`` must repeat."""
+    key: dict[str, Any] = {
+        "spec": plan.spec.text,
+        "chunk": opts.chunk,
+        "x64": opts.x64,
+        "keep": opts.keep.describe(),
+        "only_feasible": opts.only_feasible,
+        "columns": list(schema.columns) if schema.columns else None,
+    }
+    if opts.shard is not None:
+        key["shards"] = opts.shard.n
+    return key
+
+
+def new_manifest(
+    plan: Plan, opts: RunOptions, schema: store.Schema, key: dict[str, Any], spans: list[index.Span]
+) -> Manifest:
+    """The manifest of a run starting: its jobs (of this shard), nothing done yet."""
+    jobs = [
+        {
+            "index": s.job.index,
+            "model": s.job.bound.model.name,
+            "machine": s.job.bound.profile.name,
+            "strategy": s.job.strategy,
+            "axes": {k: v.tolist() for k, v in s.job.axes.items()},
+            "points": s.job.size,
+            "range": [s.lo, s.hi],
+            "chunks": s.chunks(opts.chunk),
+        }
+        for s in spans
+    ]
+    return Manifest(
+        name=plan.spec.name,
+        spec_path=plan.spec.path,
+        run_key=key,
+        versions=store.versions(),
+        jobs=jobs,
+        done={},
+        done_extra={},
+        compression=opts.compression,
+        schema=schema.to_json(),
+        # this run's, local or Dask's driver (a resumed run may have run elsewhere)
+        devices="Dask workers" if opts.dask is not None else devices.describe_devices(),
+        shard={"k": opts.shard.k, "n": opts.shard.n} if opts.shard is not None else None,
+    )
+
+
+#: Rates and sizes :func:`describe_plan` estimates with: the low end of what the project's 2-core
+#: machine measures warm (docs/performance.md), and bytes a row with room for grids that compress
+#: less than the shipped co-design outputs.
 PLAN_ROWS_PER_S, PLAN_KEEP_PER_S, PLAN_ROW_BYTES = 8e6, 5e7, 8
 
 

@@ -1,4 +1,4 @@
-r"""Built-in models generated from their architecture (SPEC section 5).
+r"""Built-in models generated from their architecture (docs/inputs.md#built-in-models).
 
 Each network is written as what it is — stages, blocks, kernel sizes,
 strides, paddings — and every layer's input and output shape is inferred from
@@ -30,7 +30,7 @@ Measured per-sample training times (``measured_s["abci"]``) are the values in
 ParaDL's profiled files, taken on networks whose shapes differ slightly from
 these (226x226 input, no ResNet projection shortcuts, a 'same'-padded
 256^3 CosmoFlow): the cost model only uses the total and spreads it over the
-layers in proportion to their FLOPs (SPEC section 1).
+layers in proportion to their FLOPs (docs/model.md §3).
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ def cosmoflow(n: int) -> Model:
     )
 
 
-#: Built-in model constructors by name (SPEC section 5).
+#: Built-in model constructors by name (docs/inputs.md#built-in-models).
 BUILTIN: dict[str, Callable[[], Model]] = {
     "alexnet": alexnet,
     "vgg16": vgg16,

@@ -30,7 +30,7 @@ def check_strategy(name: str) -> str:
 
 
 def uses_axis(strategy: str, axis: str) -> bool:
-    """Whether a strategy's rows multiply by an axis (SPEC section 5): p2 for hybrids, S for pipeline."""
+    """Whether a strategy's rows multiply by an axis (docs/model.md §2): p2 for hybrids, S for pipeline."""
     if axis == "p":
         return strategy != "serial"
     if axis == "p2":

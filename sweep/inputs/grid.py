@@ -1,4 +1,4 @@
-"""Sweep specs (SPEC section 5): TOML grid files, validated, and their mixed-radix index spaces.
+"""Sweep specs (docs/inputs.md#sweep-specs): TOML grid files, validated, and their mixed-radix index spaces.
 
 A spec names models, machines, strategies and axes. :func:`plan` expands it
 into :class:`Job` s, one per (model, machine, strategy), each with the axes
@@ -168,7 +168,7 @@ def _str_list(doc: dict, single: str, plural: str, origin: str) -> list:
 
 
 def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
-    """Validate a parsed sweep document (SPEC section 5)."""
+    """Validate a parsed sweep document (docs/inputs.md#sweep-specs)."""
     known = {
         "name",
         "model",
@@ -288,7 +288,7 @@ class Plan:
 
 
 def plan(spec: SweepSpec) -> Plan:
-    """Load models and machines and expand the spec into jobs (SPEC section 5)."""
+    """Load models and machines and expand the spec into jobs (docs/inputs.md#sweep-specs)."""
     models: dict[str, Model] = {}
     for ref in spec.models:
         model = load_model(ref.spec, lc=ref.lc, base=spec.base)

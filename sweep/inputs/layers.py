@@ -15,7 +15,7 @@ class Layer:
     """One layer: kind, input ``[C, X...]``, weights ``[C, F, K...]``, output ``[F, Y...]``.
 
     ``active`` maps a strategy family (``spatial``, ``filter``, ``channel``)
-    to a fixed flag; families not in it follow SPEC section 4's defaults.
+    to a fixed flag; families not in it follow the defaults of docs/model.md §9.
     """
 
     name: str
@@ -28,7 +28,7 @@ class Layer:
 
 @dataclass
 class Model:
-    """A network and its data set (SPEC section 5)."""
+    """A network and its data set (docs/inputs.md)."""
 
     name: str
     dataset_samples: int
@@ -77,7 +77,7 @@ def bind(model: Model, machine_name: str, ref_rate_flops: float) -> Net:
     """The kernels' :class:`~kernels.Net` of ``model`` on a machine.
 
     Uses the measured per-sample time when the model has one for this machine
-    (SPEC section 1); ``ref_rate_flops`` is that machine's gpu_flops*efficiency.
+    (docs/model.md §3); ``ref_rate_flops`` is that machine's gpu_flops*efficiency.
     """
     t = model.measured_s.get(machine_name, 0.0)
     return build_net(to_arrays(model), model.dataset_samples, t, ref_rate_flops if t else 1.0)

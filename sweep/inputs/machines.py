@@ -1,4 +1,4 @@
-"""Machine profiles: TOML files with SI units in their keys (SPEC section 3).
+"""Machine profiles: TOML files with SI units in their keys (docs/inputs.md#machines; parameters: docs/model.md §8).
 
 :class:`MachineProfile` is the validated file; :meth:`MachineProfile.pytree`
 gives the kernels' :class:`~kernels.Machine`. Built-in profiles live in
@@ -246,6 +246,33 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
     for key in doc:
         if key not in known:
             raise InputError("unknown key", where(origin, key=key))
+    params = _scalar_params(doc, origin)
+    params.update(_intra_params(doc.get("intra"), origin))
+    spans, alphas, bws = _inter_levels(doc.get("inter"), origin)
+    sources = doc.get("sources", [])
+    if isinstance(sources, str):
+        sources = [sources]
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise InputError("must be a list of strings", where(origin, key="sources"))
+    measured_as, measured_rate = parse_measured(doc.get("measured"), origin)
+    return MachineProfile(
+        overheads=parse_overheads(doc.get("overheads", {}), origin),
+        measured_as=measured_as,
+        measured_rate_flops=measured_rate,
+        sources=tuple(sources),
+        name=str(doc.get("name", Path(origin).stem)),
+        params=params,
+        inter_span_nodes=tuple(spans),
+        inter_alpha_s=tuple(alphas),
+        inter_bandwidth_Bps=tuple(bws),
+        description=str(doc.get("description", "")),
+        source=origin,
+    )
+
+
+def _scalar_params(doc: dict, origin: str) -> dict[str, float]:
+    """The top-level parameters (:data:`TOP_KEYS`, defaults where they have one) and
+    ``allreduce_algo``, checked."""
     params: dict[str, float] = {}
     for key, default in TOP_KEYS.items():
         if key not in doc:
@@ -255,20 +282,31 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         else:
             params[key] = check_param(key, doc[key], origin)
     params["allreduce_algo"] = check_param("allreduce_algo", doc.get("allreduce_algo", "ring"), origin)
-    intra = doc.get("intra")
+    return params
+
+
+def _intra_params(intra, origin: str) -> dict[str, float]:
+    """``intra_alpha_s`` and ``intra_bandwidth_Bps`` from the ``[intra]`` table, checked."""
     if not isinstance(intra, dict):
         raise InputError("missing [intra] table (alpha_s, bandwidth_Bps)", where(origin, key="intra"))
     for key in intra:
         if key not in ("alpha_s", "bandwidth_Bps"):
             raise InputError("unknown key", where(origin, key=f"intra.{key}"))
+    params = {}
     for key in ("alpha_s", "bandwidth_Bps"):
         if key not in intra:
             raise InputError("missing required key", where(origin, key=f"intra.{key}"))
         params[f"intra_{key}"] = check_param(f"intra_{key}", intra[key], origin, f"intra.{key}")
-    inter = doc.get("inter")
+    return params
+
+
+def _inter_levels(inter, origin: str) -> tuple[list[float], list[float], list[float]]:
+    """``(span_nodes, alpha_s, bandwidth_Bps)`` of each ``[[inter]]`` level, checked: spans
+    increase from level to level, and the last level is unbounded (``inf``)."""
     if not isinstance(inter, list) or not inter:
         raise InputError("needs at least one [[inter]] level", where(origin, key="inter"))
-    spans, alphas, bws = [], [], []
+    spans: list[float] = []
+    alphas, bws = [], []
     for i, level in enumerate(inter):
         last = i == len(inter) - 1
         for key in level:
@@ -296,25 +334,7 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
                     "spans must increase from level to level", where(origin, key=f"inter[{i}].span_nodes")
                 )
             spans.append(float(span) if not last else math.inf)  # the last level is unbounded
-    sources = doc.get("sources", [])
-    if isinstance(sources, str):
-        sources = [sources]
-    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
-        raise InputError("must be a list of strings", where(origin, key="sources"))
-    measured_as, measured_rate = parse_measured(doc.get("measured"), origin)
-    return MachineProfile(
-        overheads=parse_overheads(doc.get("overheads", {}), origin),
-        measured_as=measured_as,
-        measured_rate_flops=measured_rate,
-        sources=tuple(sources),
-        name=str(doc.get("name", Path(origin).stem)),
-        params=params,
-        inter_span_nodes=tuple(spans),
-        inter_alpha_s=tuple(alphas),
-        inter_bandwidth_Bps=tuple(bws),
-        description=str(doc.get("description", "")),
-        source=origin,
-    )
+    return spans, alphas, bws
 
 
 def check_overhead(value, origin: str, key: str, additive: bool = False) -> float:

@@ -1,11 +1,11 @@
 """Measured-run files: CSV tables of measured iteration times, read and checked row by row.
 
-One row per measured configuration (format in ``the README's Trust section``)::
+One row per measured configuration (format in docs/trust.md)::
 
     model,strategy,p,b,p2,S,machine,iter_time_s[,iter_time_std_s,t_comp_s,t_comm_s,...]
 
 ``model``, ``strategy``, ``p``, ``b`` and ``iter_time_s`` are required;
-``p2`` and ``S`` may be absent or empty (SPEC section 5 defaults: p2 =
+``p2`` and ``S`` may be absent or empty (the defaults of docs/model.md §2: p2 =
 gpus_per_node for the hybrids, S = p for pipeline); ``machine`` may be absent
 when the caller names the machine for every row. Other columns are kept as
 text and ignored. ``b`` is samples per data-parallel replica, as everywhere.
@@ -133,17 +133,53 @@ def read_measurements(
     bad rows are collected in ``skipped`` with their line numbers.
     """
     path = Path(path)
+    reader = csv.reader(_read_text(path).splitlines(keepends=True))
+    columns = _read_header(reader, path, machine)
+    rows = _RowChecker(path, machine)
+    runs: list[Run] = []
+    skipped: list[Skipped] = []
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            raise InputError(f"malformed CSV: {err}", where(path, reader.line_num)) from None
+        line = reader.line_num
+        if not record or all(not cell.strip() for cell in record):
+            continue
+        try:
+            if len(record) != len(columns):
+                raise _Bad(f"expected {len(columns)} fields like the header, got {len(record)}")
+            run = rows.check(dict(zip(columns, (c.strip() for c in record), strict=True)), line)
+        except _Bad as bad:
+            if strict:
+                raise InputError(str(bad), where(path, line)) from None
+            skipped.append(Skipped(line, str(bad)))
+            continue
+        runs.append(run)
+    if not runs:
+        raise InputError(f"no usable rows ({len(skipped)} skipped)", str(path))
+    return Measurements(str(path), columns, runs, skipped, rows.bounds, rows.machine_of)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, or a one-line :class:`InputError`."""
     try:
         # utf-8-sig: a spreadsheet's CSV export often starts with a byte-order mark
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            text = fh.read()
+            return fh.read()
     except FileNotFoundError:
         raise InputError("no such file", str(path)) from None
     except UnicodeDecodeError as err:
         raise InputError(f"cannot read: not UTF-8 text (byte {err.start})", str(path)) from None
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}", str(path)) from None
-    reader = csv.reader(text.splitlines(keepends=True))
+
+
+def _read_header(reader, path: Path, machine: MachineProfile | None) -> tuple[str, ...]:
+    """The header's column names, checked: no duplicate, every required column, and a
+    ``machine`` column unless the caller names the machine."""
     try:
         header = next(reader)
     except StopIteration:
@@ -159,57 +195,61 @@ def read_measurements(
             raise InputError(f"missing column '{name}' (required: {', '.join(REQUIRED)})", where(path, 1))
     if machine is None and "machine" not in columns:
         raise InputError("no 'machine' column: name the machine of every row (--machine)", where(path, 1))
+    return columns
 
-    models: dict[str, object] = {}  # name -> Model or the InputError text
-    profiles: dict[str, object] = {}
-    bounds: dict[tuple[str, str], Bound] = {}
-    machine_of: dict[str, str] = {}
-    runs: list[Run] = []
-    skipped: list[Skipped] = []
 
-    def load_once(cache: dict[str, object], name: str, load):
+class _RowChecker:
+    """Checks the rows of one file into :class:`Run` s, loading each model and machine once,
+    and keeps the bound (model, machine) pairs they use."""
+
+    def __init__(self, path: Path, machine: MachineProfile | None):
+        self.path = path
+        self.machine = machine
+        self.models: dict[str, object] = {}  # name -> Model or the InputError text
+        self.profiles: dict[str, object] = {}
+        self.bounds: dict[tuple[str, str], Bound] = {}
+        self.machine_of: dict[str, str] = {}
+
+    def _load_once(self, cache: dict[str, object], name: str, load):
         """``load(name)`` once per name; a failure is remembered as its message and raised as a bad row."""
         if name not in cache:
             try:
-                cache[name] = load(name, base=path.parent)
+                cache[name] = load(name, base=self.path.parent)
             except InputError as err:
                 cache[name] = str(err)
         return cache[name]
 
-    def profile_of(name: str) -> MachineProfile:
-        if machine is not None:
-            return machine
-        found = load_once(profiles, name, load_machine)
+    def profile_of(self, name: str) -> MachineProfile:
+        if self.machine is not None:
+            return self.machine
+        found = self._load_once(self.profiles, name, load_machine)
         if isinstance(found, str):
             raise _Bad(f"machine '{name}': {found}")
         assert isinstance(found, MachineProfile)
         return found
 
-    def model_of(name: str):
-        found = load_once(models, name, load_model)
+    def model_of(self, name: str):
+        found = self._load_once(self.models, name, load_model)
         if isinstance(found, str):
             raise _Bad(found if found.startswith("unknown model") else f"model '{name}': {found}")
         return found
 
-    def check(values: dict[str, str], line: int) -> Run:
+    def check(self, values: dict[str, str], line: int) -> Run:
+        """Row ``line`` (``values`` by column) as a :class:`Run`, or :class:`_Bad` saying why not."""
         model_name = values["model"]
         if not model_name:
             raise _Bad("empty model")
         strategy = values["strategy"]
         if strategy not in STRATEGIES:
             raise _Bad(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
-        model = model_of(model_name)
+        model = self.model_of(model_name)
         machine_name = values.get("machine", "")
-        if machine is None and not machine_name:
+        if self.machine is None and not machine_name:
             raise _Bad("empty machine")
-        profile = profile_of(machine_name)
+        profile = self.profile_of(machine_name)
         p = _whole(values["p"], "p")
         b = _whole(values["b"], "b")
-        p2_text, s_text = values.get("p2", ""), values.get("S", "")
-        given_p2 = _whole(p2_text, "p2") if p2_text else None
-        p2, S = defaults(p, given_p2, _whole(s_text, "S") if s_text else None, default_p2(profile))
-        if strategy in HYBRIDS and not p2_fits(p, p2):
-            raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
+        p2, S = _p2_and_S(strategy, p, values.get("p2", ""), values.get("S", ""), profile)
         if strategy == "serial" and p != 1:
             raise _Bad(f"serial needs p = 1, got {p}")
         # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
@@ -221,31 +261,17 @@ def read_measurements(
             for name in ("iter_time_std_s", "t_comp_s", "t_comm_s")
         }
         key = profile.source or profile.name
-        machine_of[machine_name] = key
-        if (key, model_name) not in bounds:
-            bounds[(key, model_name)] = Bound.of(model, profile)  # type: ignore[arg-type]
+        self.machine_of[machine_name] = key
+        if (key, model_name) not in self.bounds:
+            self.bounds[(key, model_name)] = Bound.of(model, profile)  # type: ignore[arg-type]
         return Run(line, model_name, strategy, machine_name, p, b, p2, S, time, **extra, fields=values)
 
-    while True:
-        try:
-            record = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:
-            raise InputError(f"malformed CSV: {err}", where(path, reader.line_num)) from None
-        line = reader.line_num
-        if not record or all(not cell.strip() for cell in record):
-            continue
-        try:
-            if len(record) != len(columns):
-                raise _Bad(f"expected {len(columns)} fields like the header, got {len(record)}")
-            run = check(dict(zip(columns, (c.strip() for c in record), strict=True)), line)
-        except _Bad as bad:
-            if strict:
-                raise InputError(str(bad), where(path, line)) from None
-            skipped.append(Skipped(line, str(bad)))
-            continue
-        runs.append(run)
-    if not runs:
-        raise InputError(f"no usable rows ({len(skipped)} skipped)", str(path))
-    return Measurements(str(path), columns, runs, skipped, bounds, machine_of)
+
+def _p2_and_S(strategy: str, p: int, p2_text: str, s_text: str, profile: MachineProfile) -> tuple[int, int]:
+    """The row's p2 and S as given, else their defaults (:func:`~sweep.inputs.configs.defaults`);
+    a hybrid's p2 must fit p (:func:`~sweep.inputs.configs.p2_fits`)."""
+    given_p2 = _whole(p2_text, "p2") if p2_text else None
+    p2, S = defaults(p, given_p2, _whole(s_text, "S") if s_text else None, default_p2(profile))
+    if strategy in HYBRIDS and not p2_fits(p, p2):
+        raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
+    return p2, S

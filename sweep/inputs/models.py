@@ -1,4 +1,4 @@
-"""Networks: the layer list, ParaDL ``.net``/``.lc`` import, model TOML files (SPEC section 5).
+"""Networks: the layer list, ParaDL ``.net``/``.lc`` import, model TOML files (docs/inputs.md).
 
 A :class:`Model` is a plain list of :class:`Layer` shapes plus the data set
 size and measured per-sample times keyed by machine name. :func:`bind` turns
@@ -19,7 +19,7 @@ from sweep.errors import InputError, where
 from sweep.inputs import architectures
 from sweep.inputs.layers import Layer, Model
 
-#: ParaDL ``.net`` NAME prefixes to layer kinds (SPEC section 5), longest first.
+#: ParaDL ``.net`` NAME prefixes to layer kinds (docs/inputs.md#paradl-net-and-lc-files), longest first.
 NET_PREFIXES: tuple[tuple[str, str], ...] = (
     ("DROPOUT", "dropout"),
     ("MPOOL", "pool_max"),
@@ -118,7 +118,7 @@ def _read_text(path: Path, what: str) -> str:
 
 
 def parse_net(path: str | Path) -> Model:
-    """Read a ParaDL ``.net`` or ``.net_sc`` file (SPEC section 5), every layer active.
+    """Read a ParaDL ``.net`` or ``.net_sc`` file (docs/inputs.md#paradl-net-and-lc-files), every layer active.
 
     Shapes must chain (:func:`check_chain`); the one known typo of a shipped
     ParaDL file (:data:`KNOWN_TYPOS`) draws a warning instead of an error.
@@ -193,7 +193,7 @@ def parse_net(path: str | Path) -> Model:
 
 
 def apply_lc(model: Model, path: str | Path) -> Model:
-    """Apply a ParaDL ``.lc`` file: one line per layer, ``[index] NAME |flag`` (SPEC section 4).
+    """Apply a ParaDL ``.lc`` file: one line per layer, ``[index] NAME |flag`` (docs/model.md §9, docs/inputs.md#paradl-net-and-lc-files).
 
     The flags replace the active sets of every strategy family. The line
     count and names must match the model's layers.
@@ -243,7 +243,7 @@ def _toml_dims(value, path, key: str) -> tuple[int, ...]:
 
 
 def load_model_toml(path: str | Path) -> Model:
-    """Read a model TOML file (SPEC section 5; format in README "Model files")."""
+    """Read a model TOML file (format in docs/inputs.md#model-files)."""
     path = Path(path)
     doc = read_toml(path)
     head = doc.get("model")

@@ -18,7 +18,7 @@ that carry its tag (``part-s0003of0016-j0001-c000000012.parquet``,
 
 This module names every file of a dataset folder: :data:`MANIFEST`,
 :func:`manifest_name`, :func:`part_name`, :data:`KEEP_PART`,
-:func:`checkpoint_prefix`, :func:`spill_prefix`, :func:`shard_result_name`
+:func:`state_name`, :func:`state_checkpoints`, :func:`spill_prefix`
 and :func:`temporary`.
 """
 
@@ -170,21 +170,43 @@ def manifest_name(tag: str | None = None) -> str:
     return MANIFEST if tag is None else f"_manifest-{tag}.parquet"
 
 
-def checkpoint_prefix(tag: str | None = None) -> str:
-    """Names of a running ``--keep`` reduction's checkpoints: ``_keep-000012.parquet``,
-    a shard's ``_keep-s0003of0016-000012.parquet`` (deleted when the run completes)."""
-    return f"_keep-{tag}-" if tag else "_keep-"
-
-
-def shard_result_name(tag: str) -> str:
-    """``_keep-s0003of0016.parquet``: a shard's ``--keep`` result, until ``sweep merge``."""
-    return f"_keep-{tag}.parquet"
-
-
 def spill_prefix(tag: str | None = None) -> str:
     """Names of a reduction's spills: ``_spill-000003.parquet``, a shard's
     ``_spill-s0003of0016-000003.parquet``, a merge's ``_spill-merge-000003.parquet``."""
     return f"_spill-{tag}-" if tag else "_spill-"
+
+
+def state_name(tag: str | None = None, seq: int | None = None) -> str:
+    """A reduction's running state: checkpoint ``seq`` (``_keep-000012.parquet``, a shard's
+    ``_keep-s0003of0016-000012.parquet``), or without ``seq`` a shard's final state
+    (``_keep-s0003of0016.parquet``; an unsharded run's result is :data:`KEEP_PART`)."""
+    if seq is None:
+        return f"_keep-{tag}.parquet"
+    return f"_keep-{tag}-{seq:06d}.parquet" if tag else f"_keep-{seq:06d}.parquet"
+
+
+def state_checkpoints(tag: str | None = None) -> str:
+    """The glob of a run's (or shard ``tag``'s) checkpoints of :func:`state_name`."""
+    return f"_keep-{tag}-*.parquet" if tag else "_keep-[0-9]*.parquet"
+
+
+#: The prefix of ``sweep merge``'s spill files.
+MERGE_SPILL_PREFIX = "_spill-merge-"
+
+
+def spill_name(prefix: str, seq: int) -> str:
+    """Spill file ``seq`` of a reduction: ``_spill-000003.parquet``."""
+    return f"{prefix}{seq:06d}.parquet"
+
+
+def spill_glob(prefix: str) -> str:
+    """The glob of every spill file :func:`spill_name` makes with ``prefix``."""
+    return f"{prefix}[0-9]*.parquet"
+
+
+def spill_seq(prefix: str, name: str) -> int:
+    """The number of spill file ``name`` (:func:`spill_name`)."""
+    return int(name[len(prefix) : -len(".parquet")])
 
 
 @dataclass
@@ -239,7 +261,7 @@ class Schema:
         group and a ``--where`` on them skips most groups; the result columns
         span nearly their whole range in every group, so their statistics would
         prune nothing (and cost up to a fifth of the encoding time on
-        incompressible floats: 2.6 vs 3.2 M rows/s measured).
+        incompressible floats).
         """
         written = self.all_names() if self.columns is None else list(self.columns)
         return [c for c in written if c not in self.float_columns]
@@ -329,8 +351,8 @@ class PartWriter:
         # min/max per row group for these columns (default all): what a --where can prune by
         self.statistics: bool | list[str] = True if statistics is None else statistics
         # Floating-point columns are stored byte-stream-split (Parquet's BYTE_STREAM_SPLIT):
-        # the same encoding time, and zstd then compresses a sweep's part files about 4x
-        # smaller (measured 6.4 -> 1.5 MB for a 262,144-row chunk of a co-design grid).
+        # the same encoding time, and zstd then compresses a sweep's part files several
+        # times smaller.
         self.split = [f.name for f in schema if pa.types.is_floating(f.type)]
 
     def write(self, name: str, table: pa.Table) -> Path:
@@ -385,11 +407,9 @@ class ManifestText:
     """``json.dumps(doc, indent=1)`` of a manifest, with the values of its ``fixed`` keys encoded once.
 
     A run saves its manifest after every part file. The job list (every axis
-    value of every job) and the schema never change and are most of the text:
-    re-encoding a 283 kB manifest took 24 ms, and a 2^18-row chunk takes
-    about 50 ms to encode to Parquet, so a fifth of the writers' time went to
-    the manifest (measured on the bench's 5.3e7-row grid). A fixed key's value
-    must not change after the first call.
+    value of every job) and the schema never change and are most of the text;
+    encoding them at every save cost a large share of the writers' time. A
+    fixed key's value must not change after the first call.
     """
 
     def __init__(self, fixed: Iterable[str]):
@@ -511,8 +531,8 @@ def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> di
     own = manifest_name(tag)
     if overwrite:  # this shard's files only; a merge of the old shards no longer holds
         _remove(folder.glob(f"part-{tag}-*.parquet"))
-        _remove(folder.glob(f"{checkpoint_prefix(tag)}*.parquet"))
-        _remove([folder / shard_result_name(tag)])
+        _remove(folder.glob(state_checkpoints(tag)))
+        _remove([folder / state_name(tag)])
         _remove(folder.glob(f"{spill_prefix(tag)}*.parquet"))
         _remove([folder / own, folder / MANIFEST, folder / f"_manifest-{tag}.json", folder / OLD_MANIFEST])
         return None

@@ -33,7 +33,7 @@ def pareto_mask(objectives: np.ndarray) -> np.ndarray:
 
 def numbers(objs: np.ndarray) -> np.ndarray:
     """Rows of ``objs`` ``[n, k]`` with no NaN; a column at a time (``isnan(objs).any(axis=1)``
-    reduces over the short axis: 16 ms for 2^20 rows of two, against 2 ms)."""
+    reduces over the short axis, several times slower)."""
     out = ~np.isnan(objs[:, 0])
     for j in range(1, objs.shape[1]):
         out &= ~np.isnan(objs[:, j])

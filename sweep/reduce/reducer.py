@@ -36,15 +36,12 @@ from sweep.reduce.pareto import dominated_2, front_2, pareto_mask, top_k_order
 REDUCE_ROWS = 1 << 16
 #: Rows of a Pareto front kept in memory before they spill to disk when the process is
 #: large (about 100 bytes each, and about three times that while a reduction sorts them
-#: with as many new candidates). With an empty compilation cache, compiled kernels and
-#: the compiler's arenas hold about 1.5 GB by the end of the bench's 8.8e7-point run: it
-#: peaked at 2.04 GB with 2^20 rows and 1.68 GB with 2^19 (warm, 1.31 GB with 2^20 at
-#: 8.8e8 points).
+#: with as many new candidates), where compiled kernels and the compiler's arenas already
+#: hold much of the memory (docs/performance.md#memory).
 SPILL_ROWS = 1 << 19
 #: Rows kept before they spill whatever the process's size (about 100 MB, 300 MB while
-#: reduced). Below :data:`SPILL_RSS` the bench's tied front (700,010 rows, 5.5e7 points)
-#: is then written in one pass: 1.7-2.4 s warm instead of 2.7-3.8 s when it spilled at
-#: 2^19 rows (five runs each, alternated). At 2^21 the 8.8e8-point run peaked at 1.59 GB.
+#: reduced). Below :data:`SPILL_RSS` a front of this many rows is written in one pass,
+#: faster than through spills.
 SPILL_ROWS_MAX = 1 << 20
 #: Resident bytes of the process above which a front spills at :data:`SPILL_ROWS` rows.
 SPILL_RSS = 1 << 30
@@ -204,7 +201,7 @@ class Reducer:
     a block only when it loses some rows, and rows are put in output order
     only when the result is read (:meth:`blocks`).
 
-    With a ``folder``, a Pareto front spills there (files ``{prefix}NNNNNN.parquet``
+    With a ``folder``, a Pareto front spills there (files :func:`sweep.output.store.spill_name`
     in the state format of :meth:`state_table`) once :func:`spill_due` says its
     rows in memory are too many; see the module's docstring. :attr:`spills` names them,
     for a checkpoint's manifest (:meth:`adopt` takes them back on resume).
@@ -323,11 +320,10 @@ class Reducer:
 
         The rows kept by the last reduction are a front, and :attr:`vectors`
         holds its distinct vectors (few where its rows tie): a new row goes
-        when one of them dominates it (:func:`sweep.pareto.dominated_2`), and
+        when one of them dominates it (:func:`sweep.reduce.pareto.dominated_2`), and
         only the rows left, with those vectors, are sorted; a kept row goes
-        only when its vector does. The bench's tied front (700,010 rows of 8
-        vectors) had all of its rows sorted at every reduction, the last one
-        after the last chunk.
+        only when its vector does. Otherwise a front of many tied rows would
+        have all of them sorted at every reduction.
         """
         a, b = self._objective(0), self._objective(1)
         old = self.kept
@@ -390,7 +386,7 @@ class Reducer:
         """Write the rows in memory to a new spill and keep only their distinct objective vectors."""
         block = self._ordered()
         self.front = _distinct(np.concatenate([self.front, self._objectives(block)]))
-        name = f"{self.prefix}{self.spill_seq:06d}.parquet"
+        name = store.spill_name(self.prefix, self.spill_seq)
         self.spill_seq += 1
         write_state(self._path(name), [self._state_table(block)])
         self.spills.append(name)
@@ -402,7 +398,7 @@ class Reducer:
         and delete any other spill of this prefix: written after the last checkpoint (its
         chunks are not recorded as done) or by a run that was killed."""
         if self.folder is not None:
-            for f in self.folder.glob(f"{self.prefix}[0-9]*.parquet"):
+            for f in self.folder.glob(store.spill_glob(self.prefix)):
                 if f.name not in names:
                     f.unlink()
         assert self.folder is not None or not names
@@ -417,7 +413,7 @@ class Reducer:
             self.spills.append(name)
             first = pq.ParquetFile(self._path(name)).read_row_group(0, columns=["job", "index"])
             self.spill_first[name] = int(first["job"][0].as_py()) * (1 << 40) + int(first["index"][0].as_py())
-            self.spill_seq = max(self.spill_seq, int(name[len(self.prefix) : -len(".parquet")]) + 1)
+            self.spill_seq = max(self.spill_seq, store.spill_seq(self.prefix, name) + 1)
         if len(self.front):
             self.front = self.front[pareto_mask(self.front)]
 
@@ -551,7 +547,6 @@ def write_state(path: Path, tables: Iterable[pa.Table]) -> int:
     """Write state tables to one file (temporary name, then rename); returns the rows written.
 
     Only the label columns are dictionary-encoded: building dictionaries of
-    the numeric columns took most of a spill's time (a 2^19-row spill of
-    the bench's tied front wrote in 0.34 s with them, 0.15 s without).
+    the numeric columns took most of a spill's time.
     """
     return store.write_parquet(path, tables, BATCH_ROWS, use_dictionary=list(LABELS))

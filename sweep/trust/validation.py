@@ -1,6 +1,6 @@
 """Predicted against measured iteration times: the oracle's projection accuracy.
 
-For every measured run the model predicts ``t_iter_s`` (SPEC section 6, the
+For every measured run the model predicts ``t_iter_s`` (docs/model.md §12, the
 kernels' ``t_epoch_s / iterations``) on the run's machine, in float64 when
 JAX's x64 mode is on. Two figures per run:
 

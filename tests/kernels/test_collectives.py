@@ -1,4 +1,4 @@
-"""Collectives in the alpha-beta model, SPEC section 2 (kernels/collectives.py)."""
+"""Collectives in the alpha-beta model, docs/model.md §7 (kernels/collectives.py)."""
 
 from __future__ import annotations
 

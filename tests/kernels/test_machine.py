@@ -1,4 +1,4 @@
-"""Topology lookups of SPEC section 3 (kernels/machine.py) on the small machine.
+"""Topology lookups of docs/model.md §8 (kernels/machine.py) on the small machine.
 
 Small machine (tests/helpers.py): 2 GPUs and 1 NIC per node; intra alpha 1e-6 s,
 1e10 B/s; inter level 0 spans 2 nodes (1e-5 s, 1e9 B/s), level 1 unbounded

@@ -1,4 +1,4 @@
-"""Network precomputation, SPEC sections 1 and 4 (kernels/network.py)."""
+"""Network precomputation, docs/model.md §3 and §9-§10 (kernels/network.py)."""
 
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def test_spatial_override_is_one_row_for_every_group_size():
 
 
 def spec_partition(cost, p):
-    """SPEC section 4's rule, written from the text: t* by brute force over every contiguous
+    """The rule of docs/model.md §10.4, written from the text: t* by brute force over every contiguous
     partition, then groups from the first layer on, each taking layers while its sum stays
     <= t* and enough layers remain to give every later group at least one."""
     g = len(cost)

@@ -1,7 +1,7 @@
 """Agreement with the original ParaDL oracle where the two models coincide.
 
 For ParaDL's ``.net`` / ``.net_sc`` files imported WITHOUT an ``.lc`` file
-(every layer active, SPEC section 4), on machine ``abci`` with ``wu_passes = 0``
+(every layer active, docs/model.md §9), on machine ``abci`` with ``wu_passes = 0``
 (no weight-update term, as ParaDL's script ran it):
 
 * data parallelism: the gradient allreduce, the memory per GPU and the
@@ -9,9 +9,9 @@ For ParaDL's ``.net`` / ``.net_sc`` files imported WITHOUT an ``.lc`` file
 * filter and channel parallelism: the allgather and allreduce parts of the
   communication and the compute time
 
-equal the oracle's published formulas (SPEC sections 1-4), evaluated here by
+equal the oracle's published formulas (docs/model.md §3-§10), evaluated here by
 an INDEPENDENT plain-Python reference: its own ``.net`` parser and the abci
-numbers typed from SPEC section 3. Nothing from ``kernels`` or ``sweep`` is
+numbers typed from the paper's machine (docs/model.md §8). Nothing from ``kernels`` or ``sweep`` is
 used on the reference side; ``sweep.evaluate.estimate`` is the code under test.
 
 Reference formulas (delta = 4 bytes, T = the measured per-sample time, the
@@ -46,14 +46,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 # --------------------------------------------------------------------------------------------
-# The reference: abci typed from SPEC section 3, and ParaDL's formulas in plain Python.
+# The reference: abci typed from the paper (docs/model.md §8), and ParaDL's formulas in plain Python.
 # --------------------------------------------------------------------------------------------
 
 DELTA = 4  # bytes per element (fp32)
 GPUS_PER_NODE = 4
 INTRA = (9.0e-6, 50e9)  # alpha (s), bandwidth (B/s): NVLink inside a node
 INTER = ((17, 40.31e-6, 12.5e9), (34, 40.49e-6, 12.5e9), (math.inf, 40.98e-6, 12.5e9))
-IN_PLACE = ("RELU", "BNORM")  # no activations of their own (SPEC section 1)
+IN_PLACE = ("RELU", "BNORM")  # no activations of their own (docs/model.md §6)
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def bound():
 
 
 def estimate(bound, name: str, strategy: str, p: int, b: int) -> dict:
-    """One configuration through ``sweep.evaluate.estimate`` (all SPEC section 6 columns)."""
+    """One configuration through ``sweep.evaluate.estimate`` (all output columns, docs/output-format.md#columns)."""
     from sweep.engine.evaluate import estimate as run
 
     return run(bound(name), strategy, p, b)
@@ -325,10 +325,10 @@ RESNET50_ACTIVATIONS = 29_790_964
 #   = 126 * 153.98008e-6 = 0.01940149008 s;  per epoch x625 = 12.1259313 s.
 RESNET50_ALLREDUCE_S = 12.1259313
 # Memory 2*4*32*29,790,964 + 2*90,936,064 = 7,626,486,784 + 181,872,128 = 7,808,358,912 B
-# (SPEC section 8 prints 7.80836e9: data memory does not depend on wu_passes nor the .lc).
+# (docs/model.md §15 prints 7.80836e9: data memory does not depend on wu_passes nor the .lc).
 RESNET50_MEM_BYTES = 7_808_358_912
 # Compute 1,280,000 * 0.003119502 / 64 = 20,000 * 0.003119502 = 62.39004 s
-# (SPEC section 8's 62.5795 adds the SGD update 625 * 3*4*22,734,016/900e9 = 0.18945 s).
+# (docs/model.md §15's 62.5795 adds the SGD update 625 * 3*4*22,734,016/900e9 = 0.18945 s).
 RESNET50_COMP_S = 62.39004
 
 

@@ -1,4 +1,4 @@
-"""Properties every strategy kernel must have (SPEC sections 1-4, 6), checked with hypothesis.
+"""Properties every strategy kernel must have (docs/model.md §3-§12), checked with hypothesis.
 
 The kernels are jitted once per strategy; random networks share one layer
 template (conv -> relu -> conv -> fc, sizes drawn) so that every example reuses

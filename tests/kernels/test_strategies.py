@@ -1,4 +1,4 @@
-"""Every strategy of SPEC section 4, every term, pinned to values computed by hand.
+"""Every strategy of docs/model.md §10, every term, pinned to values computed by hand.
 
 Network and machine: tests/helpers.py. In short, per sample the training FLOPs
 are conv 5184, relu 144, fc 1440 (sum 6768) at 1e12 FLOP/s; weights conv 54,
@@ -388,7 +388,7 @@ def test_every_strategy_and_term_is_pinned():
 
 
 def test_measured_time_scales_with_the_machine_rate():
-    """Beyond SPEC section 1 (documented in kernels.terms.sec_per_flop): a measured time is
+    """Beyond docs/model.md §3 (documented in kernels.terms.sec_per_flop): a measured time is
     scaled by ref_rate / (gpu_flops * efficiency). On a 2e12 FLOP/s machine with T measured
     at 1e12: serial comp = 1000 * 1e-6 / 2 + 4.41e-4 = 9.41e-4."""
     net = small_net_of(t_measured_s=1e-6, ref_rate_flops=1e12)

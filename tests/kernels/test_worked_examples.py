@@ -1,6 +1,6 @@
-"""SPEC section 8: ParaDL's ResNet-50 on abci, every printed column reproduced.
+"""docs/model.md §15: ParaDL's ResNet-50 on abci, every printed column reproduced.
 
-The SPEC prints 6 significant digits, so the comparison is at relative 1e-5.
+The examples print 6 significant digits, so the comparison is at relative 1e-5.
 The ParaDL files come from ``tests/data/paradl`` (a copy of ``../shared/paradl``).
 """
 
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 COLUMNS = ("t_comp_s", "t_allreduce_s", "t_allgather_s", "t_halo_s", "t_p2p_s", "mem_bytes")
-NAN = math.nan  # "-" in the SPEC: the default (p2 = gpus_per_node = 4)
+NAN = math.nan  # "-" in the examples: the default (p2 = gpus_per_node = 4)
 
-# strategy, lc, p, b, p2, then the six columns as printed in SPEC section 8.
+# strategy, lc, p, b, p2, then the six columns as printed in docs/model.md §15.
 TABLE = [
     ("data", "filter_resnet.lc", 64, 32, NAN, 62.5795, 12.1259, 0, 0, 0, 7.80836e09),
     ("filter", "filter_resnet.lc", 16, 32, NAN, 281.593, 9356.15, 4678.08, 0, 0, 7.65321e09),
@@ -63,7 +63,7 @@ def test_spec_section_8(abci, row):
 
 
 def test_measured_time_is_read(abci):
-    # D = 1,280,000 and T = 3.119502 ms per sample (SPEC section 8).
+    # D = 1,280,000 and T = 3.119502 ms per sample (docs/model.md §15).
     net = resnet50("filter_resnet.lc", abci)
     assert float(net.dataset_samples) == 1_280_000
     assert float(net.t_measured_s) == pytest.approx(3.119502e-3, rel=1e-12)

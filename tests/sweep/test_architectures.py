@@ -1,4 +1,4 @@
-"""Built-in models from their architecture (sweep/architectures.py, SPEC section 5).
+"""Built-in models from their architecture (sweep/inputs/architectures.py, docs/inputs.md#built-in-models).
 
 Known facts checked: published parameter counts (minus the biases and
 batch-norm parameters, which ParaDL's weight count leaves out), published
@@ -22,7 +22,7 @@ from sweep.inputs.architectures import BUILTIN, conv, out_extent
 from sweep.inputs.layers import Layer, Model, bind, to_arrays
 from sweep.inputs.models import apply_lc, load_model, load_model_toml, parse_net
 
-#: ParaDL's example files, beside the repository (SPEC section 5: ``../shared/paradl/``).
+#: ParaDL's example files, beside the repository (``../shared/paradl/``).
 PARADL = Path(__file__).resolve().parents[3] / "shared" / "paradl"
 needs_paradl = pytest.mark.skipif(not PARADL.is_dir(), reason=f"ParaDL example files not found at {PARADL}")
 
@@ -130,7 +130,7 @@ def test_layer_counts(name):
 
 
 # Published forward cost in multiply-accumulates at 224x224, torchvision's model table
-# ("GFLOPS" there counts MACs): conv + fc only; SPEC counts 2 FLOPs per MAC.
+# ("GFLOPS" there counts MACs): conv + fc only; docs/model.md §3 counts 2 FLOPs per MAC.
 GMACS = {"alexnet": 0.71, "vgg16": 15.47, "resnet50": 4.09, "resnet152": 11.51}
 
 
@@ -277,7 +277,7 @@ def test_datasets_and_measured_times():
             assert (model.dataset, model.dataset_samples) == ("ImageNet", 1_281_167)
         assert model.measured_s == ({"abci": expected[name]} if name in expected else {})
         assert model.source.startswith("built-in:") and model.notes
-        assert all(layer.active == {} for layer in model.layers)  # SPEC section 4 defaults
+        assert all(layer.active == {} for layer in model.layers)  # the defaults of docs/model.md §9
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))

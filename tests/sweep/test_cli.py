@@ -1,5 +1,5 @@
-"""The ``sweep`` command line (SPEC section 7): help texts, ``estimate``, listings, ``plan``, and
-one-line errors with exit status 2 for bad input (SPEC sections 5 and 7).
+"""The ``sweep`` command line (README.md, docs/queries.md): help texts, ``estimate``, listings, ``plan``, and
+one-line errors with exit status 2 for bad input (README.md#errors).
 
 Most commands run in-process through click's ``CliRunner``; a few go through the real
 console entry point (``sweep.cli.main``) in a subprocess, which also turns click's own
@@ -24,7 +24,7 @@ from sweep.cli.main import cli
 from sweep.output import store
 from tests.helpers import paradl_dir
 
-#: SPEC section 6's columns, in order, for a configuration without machine overrides.
+#: The output columns (docs/output-format.md#columns), in order, for a configuration without machine overrides.
 SPEC_COLUMNS = (
     "model",
     "machine",
@@ -161,7 +161,7 @@ def test_estimate_json_has_every_column_and_consistent_totals(runner):
 
 
 def ring_allreduce_epoch_s(p: int, b: int, bandwidth_Bps: float) -> float:
-    """Data parallelism on ABCI by hand: I * 2(p-1)(alpha + W*beta/p) (SPEC sections 2 and 4).
+    """Data parallelism on ABCI by hand: I * 2(p-1)(alpha + W*beta/p) (docs/model.md §7 and §10.2).
 
     1024 GPUs = 256 nodes, beyond one rack (34 nodes): abci's third inter level,
     alpha = 40.98 us.

@@ -1,4 +1,4 @@
-"""The sweep engine and ``sweep run`` (SPEC sections 5 and 6, STYLE "Compile once").
+"""The sweep engine and ``sweep run`` (docs/inputs.md#sweep-specs, docs/output-format.md; each job compiles once).
 
 Runs go through the CLI (click's ``CliRunner``) on small grids written to
 ``tmp_path`` with small chunks, so every job spans many chunks. Module-scoped
@@ -271,7 +271,7 @@ def paper64(tmp_path_factory) -> Run:
 
 
 def grid_expected() -> dict[str, set[tuple]]:
-    """Configurations per strategy by plain loops over the axes (SPEC section 5)."""
+    """Configurations per strategy by plain loops over the axes (docs/inputs.md#sweep-specs)."""
     return {
         "data": {(p, b, bw) for p in GRID_P for b in GRID_B for bw in GRID_BW},
         "pipeline": {(p, b, s, bw) for p in GRID_P for b in GRID_B for s in GRID_S for bw in GRID_BW},
@@ -317,7 +317,7 @@ def test_rows_are_the_axis_product_minus_skipped_hybrids(grid):
 
 
 def test_columns_hold_each_strategys_own_values(grid):
-    """SPEC section 6: data p1 = p, p2 = 1; pipeline p1 = 1, p2 = p; hybrids p = p1 p2; B = b p1."""
+    """docs/model.md §2: data p1 = p, p2 = 1; pipeline p1 = 1, p2 = p; hybrids p = p1 p2; B = b p1."""
     for r in grid.rows:
         if r["strategy"] == "data":
             assert (r["p1"], r["p2"]) == (r["p"], 1)

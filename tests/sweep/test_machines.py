@@ -1,4 +1,4 @@
-"""Machine profiles (SPEC section 3): built-in files, validation errors, topology lookups."""
+"""Machine profiles (docs/inputs.md#machines): built-in files, validation errors, topology lookups."""
 
 from __future__ import annotations
 
@@ -71,12 +71,12 @@ def test_new_profiles_cite_their_sources(name):
 
 
 def test_abci_matches_spec_section_3():
-    """Values typed from SPEC.md section 3, not copied from the file."""
+    """Values typed from the ParaDL paper's machine (docs/model.md §8), not copied from the file."""
     profile = load_machine("abci")
     assert profile.name == "abci"
     assert profile.params == {
         "gpu_flops": 7.8e12,
-        "efficiency": 1.0,  # not in the SPEC block: the default, 1
+        "efficiency": 1.0,  # not in the paper: the default, 1
         "gpu_mem_bytes": 16e9,
         "gpu_mem_bw_Bps": 900e9,
         "gpus_per_node": 4.0,
@@ -322,7 +322,7 @@ _link_many = jax.jit(jax.vmap(link, in_axes=(None, 0, None)))
 
 
 def expected_link(profile: MachineProfile, n: int, share: float = 1.0) -> tuple[float, float]:
-    """SPEC section 3 by hand: intra inside a node, else the first level spanning ceil(n/gpn) nodes."""
+    """docs/model.md §8 by hand: intra inside a node, else the first level spanning ceil(n/gpn) nodes."""
     gpn = profile.params["gpus_per_node"]
     if n <= gpn:
         return profile.params["intra_alpha_s"], 1.0 / profile.params["intra_bandwidth_Bps"]

@@ -94,7 +94,7 @@ def test_defaults_for_p2_and_s(tmp_path):
         "model,strategy,p,b,iter_time_s,machine",
         "resnet50,data+filter,8,32,1.0,abci",  # p2 = gpus_per_node = 4
         "resnet50,pipeline,4,32,1.0,abci",  # S = p
-        "resnet50,data,8,32,1.0,abci",  # p2 = 1 (SPEC section 6)
+        "resnet50,data,8,32,1.0,abci",  # p2 = 1 (docs/model.md §2)
         "resnet50,filter,8,32,1.0,abci",  # p2 = p
     )
     runs = read_measurements(path).runs

@@ -141,7 +141,7 @@ def test_estimate_uses_the_profiles_overheads_and_measured_time(tmp_path):
 
 
 def per_sample_compute_s(model, machine: str) -> float:
-    """``t_comp = D sum(t) + I sum(u)`` (SPEC section 4, data with p = 1), solved for ``sum(t)``."""
+    """``t_comp = D sum(t) + I sum(u)`` (docs/model.md §10.2, data with p = 1), solved for ``sum(t)``."""
     row = estimate(Bound.of(model, load_machine(machine)), "data", 1, 64)
     params = load_machine(machine).params
     update_s = (
@@ -158,7 +158,7 @@ def test_measured_per_sample_time_applies_on_its_machine_only():
     from sweep.inputs.layers import to_arrays
 
     model = load_model("resnet50")
-    # abci: ParaDL's measured 3.119502 ms per sample (SPEC section 1)
+    # abci: ParaDL's measured 3.119502 ms per sample (docs/model.md §3)
     assert per_sample_compute_s(model, "abci") == pytest.approx(3.119502e-3, rel=1e-9)
     # elsewhere: FLOPs / (gpu_flops * efficiency)
     a = to_arrays(model)

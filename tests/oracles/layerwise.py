@@ -2,8 +2,8 @@
 
 The second baseline of the throughput benchmark, and a cross-check of
 :func:`kernels.build_net`'s precomputed sums and tables. Where
-:mod:`benchmarks.reference` uses the network's per-layer sums prepared once,
-this module evaluates SPEC section 4 as it is written, as sums over the
+:mod:`tests.oracles.reference` uses the network's per-layer sums prepared once,
+this module evaluates docs/model.md §10 as it is written, as sums over the
 layer list: every configuration loops over the layers, deciding which are
 active for its GPU count and adding up each layer's compute, weight-update,
 communication and memory terms (``Σ_l t_l``, ``Σ_{active, h>0}
@@ -11,12 +11,12 @@ communication and memory terms (``Σ_l t_l``, ``Σ_{active, h>0}
 and so on).
 
 :func:`prepare` reads a model's layers once into plain lists of per-layer
-facts (FLOPs from the shapes per SPEC section 1, weights, activations, halo
+facts (FLOPs from the shapes per docs/model.md §3, weights, activations, halo
 faces, split channel counts, active flags). The one thing prepared per GPU
 count is pipeline's min-max partition: it is a search
 (:func:`kernels.network.minmax_partition`), not an equation, and the stages'
 sums are still added up layer by layer for each configuration.
-:func:`evaluate` returns the same dict as :func:`benchmarks.reference.evaluate`
+:func:`evaluate` returns the same dict as :func:`tests.oracles.reference.evaluate`
 and follows the same documented choices (see that module).
 """
 
@@ -25,12 +25,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from benchmarks import reference
 from kernels import ACTIVE_FAMILIES, KINDS, LayerArrays
 from kernels.network import IN_PLACE, contiguous_sums, minmax_partition
+from tests.oracles import reference
 
 SPATIAL, FILTER, CHANNEL = (ACTIVE_FAMILIES.index(f) for f in ("spatial", "filter", "channel"))
 
@@ -74,7 +75,7 @@ def _prod(values) -> float:
 
 
 def _forward_flops(kind: str, x: list[float], w: list[float], y: list[float]) -> float:
-    """SPEC section 1, forward FLOPs per sample."""
+    """docs/model.md §3, forward FLOPs per sample."""
     if kind == "conv":
         return 2.0 * w[0] * w[1] * _prod(w[2:]) * _prod(y[1:])
     if kind == "fc":
@@ -129,7 +130,9 @@ def prepare(
         )
     flops = np.array([layer.flops for layer in layers])
     candidates = contiguous_sums(flops)
-    partitions = [[]] + [minmax_partition(flops, p, candidates) for p in range(1, len(layers) + 1)]
+    partitions: list[list[int]] = [[]] + [
+        minmax_partition(flops, p, candidates) for p in range(1, len(layers) + 1)
+    ]
     return Layers(
         D=float(dataset_samples),
         t_measured_s=float(t_measured_s),
@@ -146,11 +149,12 @@ def _machine(machine) -> reference.Ref:
     """The machine as a :class:`reference.Ref`; its network fields are None: nothing here reads them."""
     fields = reference.machine_fields(machine)
     network = [f.name for f in dataclasses.fields(reference.Ref) if f.name not in fields]
-    return reference.Ref(**dict.fromkeys(network), **fields)
+    values: dict[str, Any] = {**dict.fromkeys(network), **fields}
+    return reference.Ref(**values)
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-layer terms (SPEC sections 1-3).
+# Per-layer terms (docs/model.md §3-§8).
 # ---------------------------------------------------------------------------------------------
 
 
@@ -175,7 +179,7 @@ def _weights(n: Layers) -> float:
 
 
 def _spatial_active(n: Layers, groups: float) -> list[bool]:
-    """Active layers of a spatial group of ``groups`` GPUs (SPEC section 4, spatial).
+    """Active layers of a spatial group of ``groups`` GPUs (docs/model.md §9, spatial).
 
     By default the longest prefix before the first fc layer whose every
     layer splits over that many (``min(X1, Y1) >= groups``); else the fixed set.
@@ -415,7 +419,7 @@ STRATEGIES = {
 
 
 def evaluate(layers: Layers, strategy: str, p, b, p2=1, S=1) -> dict:
-    """Per-epoch terms of one configuration, as :func:`benchmarks.reference.evaluate`."""
+    """Per-epoch terms of one configuration, as :func:`tests.oracles.reference.evaluate`."""
     try:
         fn = STRATEGIES[strategy]
     except KeyError:

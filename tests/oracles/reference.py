@@ -1,4 +1,4 @@
-"""Plain-Python per-configuration evaluator of the ParaDL equations (SPEC sections 1-4).
+"""Plain-Python per-configuration evaluator of the ParaDL equations (docs/model.md §3-§10).
 
 This is the baseline of the throughput benchmark and an independent cross-check
 of the jitted kernels in :mod:`kernels.strategies`: one configuration at a time,
@@ -8,10 +8,10 @@ statements and :mod:`math` only (no jax, no numpy once :func:`prepare` has run).
 :func:`prepare` converts a :class:`kernels.Net` and a :class:`kernels.Machine`
 (numpy leaves, e.g. ``sweep.models.bind(model, profile.name, profile.ref_rate_flops)``
 and ``profile.pytree()``) into plain floats and lists once; :func:`evaluate`
-then costs one configuration of one strategy and returns the terms of SPEC
-section 6 as a dict.
+then costs one configuration of one strategy and returns the terms of
+docs/output-format.md#columns as a dict.
 
-Where the SPEC is silent, the choices documented in the kernels are followed:
+Where the equations are silent, the choices documented in the kernels are followed:
 
 * ``limit`` is the first failing reason in the order batch, max_p, memory;
 * a spatial group of one GPU exchanges no halo; a one-stage pipeline sends no
@@ -462,7 +462,7 @@ STRATEGIES = {
 
 
 def evaluate(ref: Ref, strategy: str, p, b, p2=1, S=1) -> dict:
-    """Per-epoch terms of one configuration (SPEC sections 4 and 6).
+    """Per-epoch terms of one configuration (docs/model.md §10 and §12).
 
     Returns ``t_comp_s, t_allreduce_s, t_allgather_s, t_halo_s, t_p2p_s,
     mem_bytes, iterations`` as floats and ``limit`` as one of
