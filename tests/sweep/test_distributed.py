@@ -376,7 +376,7 @@ def test_shards_with_keep_top_merge_to_the_one_run_result(spec, reference, tmp_p
     assert keep_rows(out) == expected_top(reference)
     assert rows_of(out) == expected_top(reference), "the folder reads as the merged result only"
     assert store.read_manifest(out)["rows"] == 7
-    assert not (out / store.shard_result_name(store.shard_tag(0, 2))).exists(), "merged, then deleted"
+    assert not (out / store.state_name(store.shard_tag(0, 2))).exists(), "merged, then deleted"
     before = {f.name: f.stat().st_mtime_ns for f in out.iterdir()}
     assert sweep("merge", out).exit_code == 0, "merging again is harmless"
     run_api(spec, out, TOP, shard=Shard(1, 2))  # a requeued finished shard: nothing to do
