@@ -54,6 +54,7 @@ from sweep.answers.tables import display_columns, format_table, write_table
 from sweep.answers.where import Filter, combine, parse_where
 from sweep.errors import InputError
 from sweep.output import store
+from sweep.output.manifest import Manifest
 from sweep.reduce.pareto import dominated_by, numbers, pareto_mask, top_k_order
 
 __all__ = [
@@ -109,12 +110,12 @@ class Sweep:
             return {}
 
     @property
-    def manifest(self) -> dict | None:
+    def manifest(self) -> Manifest | None:
         """The folder's manifest (``_manifest.parquet``), if any and readable."""
         if self.path is None:
             return None
         try:
-            return store.read_manifest(self.path)
+            return store.load_manifest(self.path)
         except InputError:
             return None
 

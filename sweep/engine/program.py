@@ -1,4 +1,4 @@
-"""The vectorized sweep engine: chunks of a job's flat index space through ``jit(vmap(kernel))``.
+"""A chunk's program: a job's flat index range through ``jit(vmap(kernel))``, compiled once per job.
 
 A chunk is a contiguous range ``[start, start + C)`` of flat indices. The
 host decodes the chunk start into mixed-radix digits (Python integers, so
@@ -16,9 +16,7 @@ With several local devices (GPUs, or CPU devices forced with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) each chunk is split
 over all of them with ``shard_map`` on a 1-D mesh: device d takes the
 ``chunk / N`` consecutive points from offset ``d * chunk / N`` and reduces
-its own share; :func:`survivors` gathers the candidates on the host.
-:func:`spans` cuts the concatenated index space of all jobs into the equal
-contiguous shards of ``sweep run --shard K/N``.
+its own share; :func:`sweep.engine.survivors.survivors` gathers the candidates on the host.
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ from sweep.engine.runstate import (
 from sweep.errors import InputError
 from sweep.inputs.grid import Job, Plan
 from sweep.output import store
-from sweep.output.manifest import Manifest
 
 #: Part files written at once by a local run (one core each while encoding).
 WRITER_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -188,8 +187,8 @@ def _settle_chunk(opts: RunOptions) -> RunOptions:
     if opts.chunk_given:
         return opts
     if opts.resume and opts.shard is None and opts.out.is_dir():
-        doc = store.read_manifest(opts.out)
-        key = Manifest.from_json(doc).run_key if isinstance(doc, dict) else None
+        doc = store.load_manifest(opts.out)
+        key = doc.run_key if doc is not None else None
         chunk = key.get("chunk") if isinstance(key, dict) else None
         if type(chunk) is int and 1 <= chunk <= index.MAX_CHUNK:
             return replace(opts, chunk=chunk)

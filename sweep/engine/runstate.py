@@ -270,7 +270,7 @@ class RunState:
         self.folder = opts.out
         previous = store.prepare_folder(self.folder, opts.resume, opts.overwrite, self.run_key, self.tag)
         #: The manifest this run resumes from (an empty one for a fresh run).
-        self.previous = Manifest.from_json(previous) if previous else Manifest()
+        self.previous = previous or Manifest()
         k, n = (opts.shard.k, opts.shard.n) if opts.shard else (0, 1)
         self.spans = index.spans(plan.jobs, k, n)
         self.done = DoneChunks(self.previous.done, self.previous.done_extra)

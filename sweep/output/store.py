@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from kernels.names import LIMITS
 from sweep.errors import InputError
+from sweep.output.manifest import Manifest
 
 MANIFEST = "_manifest.parquet"
 #: The key of the manifest's JSON in the manifest file's key-value metadata.
@@ -459,6 +460,17 @@ def read_manifest(folder: Path, name: str = MANIFEST) -> dict | None:
         raise InputError(f"unreadable manifest: {first}", str(path)) from None
 
 
+def load_manifest(folder: Path, name: str = MANIFEST) -> Manifest | None:
+    """The manifest ``name`` in ``folder``, typed (:class:`~sweep.output.manifest.Manifest`);
+    None if there is none. :func:`read_manifest` gives the document as stored."""
+    doc = read_manifest(folder, name)
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise InputError("not a manifest: its document is not a JSON object", str(folder / name))
+    return Manifest.from_json(doc)
+
+
 def old_manifests(folder: Path) -> list[Path]:
     """Manifests an earlier version wrote (``_manifest.json``, ``_manifest-sKofN.json``)."""
     return [*folder.glob(OLD_MANIFEST), *folder.glob("_manifest-s*of*.json")]
@@ -481,7 +493,7 @@ def _remove(paths) -> None:
 
 def prepare_folder(
     folder: Path, resume: bool, overwrite: bool, run_key: dict, tag: str | None = None
-) -> dict | None:
+) -> Manifest | None:
     """Check the output folder; returns the manifest to resume from, if any.
 
     A shard (``tag``) looks only at its own files, resumes from its own
@@ -495,7 +507,7 @@ def prepare_folder(
         return _prepare_shard(folder, overwrite, run_key, tag)
     remove_temporaries(folder)
     old = old_manifests(folder)
-    manifest = None if overwrite else read_manifest(folder)
+    manifest = None if overwrite else load_manifest(folder)
     has_parts = any(folder.glob("part-*.parquet")) or bool(shard_manifests(folder)) or bool(old)
     if overwrite:
         _remove(folder.glob("part-*.parquet"))
@@ -512,9 +524,9 @@ def prepare_folder(
             if has_parts:
                 raise InputError("has part files but no manifest: cannot resume", str(folder))
             return None
-        if manifest.get("run_key") != run_key:
+        if manifest.run_key != run_key:
             raise InputError(
-                f"was written by {_key_change(manifest.get('run_key'), run_key)}: cannot resume "
+                f"was written by {_key_change(manifest.run_key, run_key)}: cannot resume "
                 "(repeat its spec and options, or use --overwrite)",
                 str(folder),
             )
@@ -524,7 +536,7 @@ def prepare_folder(
     return None
 
 
-def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> dict | None:
+def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> Manifest | None:
     if any(folder.glob("part-j*.parquet")):
         raise InputError("holds an unsharded sweep: use another folder", str(folder))
     remove_temporaries(folder, tag)
@@ -539,20 +551,20 @@ def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> di
     if old := old_manifests(folder):
         raise InputError(OLD_VERSION.format(old[0].name), str(folder))
     for path in [folder / MANIFEST, *(p for p in shard_manifests(folder).values() if p.name != own)]:
-        other = read_manifest(folder, path.name)
-        if other is not None and other.get("run_key") != run_key:
+        other = load_manifest(folder, path.name)
+        if other is not None and other.run_key != run_key:
             raise InputError(
                 f"holds a different sweep or shard count ({path.name}): use another folder or --overwrite",
                 str(folder),
             )
-    manifest = read_manifest(folder, own)
+    manifest = load_manifest(folder, own)
     if manifest is None:
         if any(folder.glob(f"part-{tag}-*.parquet")):
             raise InputError(f"has part files of shard {tag} but no manifest (use --overwrite)", str(folder))
         return None
-    if manifest.get("run_key") != run_key:
+    if manifest.run_key != run_key:
         raise InputError(
-            f"shard {tag} was written by {_key_change(manifest.get('run_key'), run_key)} "
+            f"shard {tag} was written by {_key_change(manifest.run_key, run_key)} "
             "(repeat its spec and options, or use --overwrite)",
             str(folder),
         )
