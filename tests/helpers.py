@@ -1,4 +1,5 @@
-"""A small network and machine checkable on paper, shared by the kernel tests.
+"""Helpers shared across test folders: a small network and machine checkable on paper (the
+kernel tests), ParaDL's example files, subprocesses on forced CPU devices, the trust page.
 
 The small network (docs/model.md §1 shapes, spatial extents padded with 1 to
 three dimensions as :class:`kernels.LayerArrays` wants them):
@@ -152,3 +153,11 @@ def python_on_cpu_devices(script: str, *args, devices: int = 1, **env: str) -> s
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+def trust_doc() -> str:
+    """The measured-runs documentation: docs/trust.md."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "trust.md").read_text()
+    head = "# Trust"
+    assert text.startswith(head) and "leave one model out" in text, "docs/trust.md lost its Trust page"
+    return text

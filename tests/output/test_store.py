@@ -1,4 +1,5 @@
-"""The dataset folder's manifest (sweep/output/store.py): a Parquet file with no rows."""
+"""The Parquet store (sweep/output/store.py): the manifest, a Parquet file with no rows, and its
+text; file names; files written whole or not at all."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sweep.errors import InputError
 from sweep.output import store
+from tests.runs import manifest
 
 SCHEMA = pa.schema([pa.field("p", pa.int32()), pa.field("t_epoch_s", pa.float32())])
 
@@ -53,3 +57,51 @@ def test_overwrite_removes_an_earlier_versions_manifests(tmp_path):
     (tmp_path / "_manifest-s0000of0002.json").write_text("{}")
     assert store.prepare_folder(tmp_path, resume=False, overwrite=True, run_key={}) is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_manifest_text_is_json_dumps_as_the_values_change(paper32):
+    """The manifest is written as ``json.dumps(doc, indent=1)`` would write it, with the fixed
+    keys' text reused from the first call while the other keys change."""
+    doc = manifest(paper32.out)
+    text = store.ManifestText(k for k in doc if k not in ("done", "rows", "complete"))
+    assert text(doc) == json.dumps(doc, indent=1)
+    doc.update(done={"0": 7, "3": 1}, rows=12345, complete=False, added={"a": [1.5, "x\ny"], "b": {}})
+    assert text(doc) == json.dumps(doc, indent=1)
+    assert text({}) == json.dumps({}, indent=1)
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=5),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+            lambda inner: (
+                st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+            ),
+            max_leaves=12,
+        ),
+        max_size=6,
+    )
+)
+def test_manifest_text_equals_json_dumps_for_any_document(doc):
+    text = store.ManifestText(list(doc)[::2])
+    assert text(doc) == text(doc) == json.dumps(doc, indent=1)
+
+
+def test_written_is_whole_or_absent(tmp_path):
+    """store.written: the file appears only on success; an OS error is one InputError naming the path."""
+    out = tmp_path / "a.csv"
+    with store.written(out) as tmp:
+        tmp.write_text("x\n")
+        assert not out.exists()
+    assert out.read_text() == "x\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"]
+    with pytest.raises(RuntimeError), store.written(out) as tmp:  # a failing writer keeps the old file
+        tmp.write_text("half")
+        raise RuntimeError
+    assert out.read_text() == "x\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a.csv"]
+    blocked = store.written(out / "b.png", keep_suffix=True)
+    with pytest.raises(InputError, match=r"a\.csv/b\.png: cannot write: Not a directory$"), blocked as tmp:
+        assert tmp.name == ".b.tmp.png"
+        tmp.write_text("never")
+    with pytest.raises(InputError, match=r"a\.csv: cannot write in the output folder: File exists$"):
+        store.writable_folder(out)

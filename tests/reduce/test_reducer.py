@@ -1,11 +1,13 @@
-"""Pieces of the ``--keep`` reducer that spill a Pareto front to disk (:mod:`sweep.reducer`).
+"""Pieces of the ``--keep`` reducer that spill a Pareto front to disk (:mod:`sweep.reduce.reducer`).
 
 End-to-end runs that spill are tested against the full output in
-``test_engine.py`` (local, interrupt and resume) and ``test_distributed.py``
-(shards and their merge).
+``tests/reduce/test_keep.py`` (local), ``tests/engine/test_resume.py`` (interrupt and
+resume) and ``tests/engine/test_distributed.py`` (shards and their merge).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -142,3 +144,22 @@ def test_pareto_front_of_many_additions_equals_the_front_of_all_rows(blocks, eve
     want = np.flatnonzero(number)[pareto_brute(objs[number])] if number.any() else []
     got = r.table().to_pylist()
     assert [(row["t_epoch_s"], row["p"]) for row in got] == [rows[i] for i in want]
+
+
+def test_spill_due_thresholds(monkeypatch):
+    """SPILL_ROWS rows spill in a large process, SPILL_ROWS_MAX rows in any."""
+    small, large = reducer.SPILL_ROWS, reducer.SPILL_ROWS_MAX
+    assert 0 < small < large
+    monkeypatch.setattr(reducer, "resident_bytes", lambda: 0)
+    assert [reducer.spill_due(n) for n in (small - 1, small, large - 1, large)] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    monkeypatch.setattr(reducer, "resident_bytes", lambda: reducer.SPILL_RSS)
+    assert [reducer.spill_due(n) for n in (small - 1, small, large)] == [False, True, True]
+    # this process's own size is read where /proc is
+    if os.path.exists("/proc/self/statm"):
+        monkeypatch.undo()
+        assert reducer.resident_bytes() > 10 << 20

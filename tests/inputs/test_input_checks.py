@@ -18,7 +18,7 @@ from sweep.inputs.configs import p2_fits, resolve
 from sweep.inputs.grid import load_spec
 from sweep.inputs.machines import load_machine
 from sweep.inputs.models import load_model
-from tests.sweep.test_cli import assert_one_line_error, sweep_subprocess
+from tests.cli.test_cli import assert_one_line_error, sweep_subprocess
 
 LAYER = """
 [[layer]]

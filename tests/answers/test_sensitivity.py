@@ -26,7 +26,7 @@ from sweep.errors import InputError
 from sweep.inputs.configs import Bound
 from sweep.inputs.machines import load_machine
 from sweep.inputs.models import load_model
-from tests.sweep.query_data import small_sweep
+from tests.answers.query_data import small_sweep
 
 
 @pytest.fixture(scope="module")

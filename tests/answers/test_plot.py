@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from sweep.answers import plot
 from sweep.cli.main import cli
 from sweep.errors import InputError
-from tests.sweep.query_data import small_sweep, two_model_sweep
+from tests.answers.query_data import small_sweep, two_model_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -30,7 +30,7 @@ from sweep.trust.calibrate import (
     parse_fit,
 )
 from sweep.trust.validation import predict, summarize, symmetric_accuracy
-from tests.sweep.conftest import trust_doc
+from tests.helpers import trust_doc
 
 PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
 #: Known parameters of the synthetic runs: a machine bandwidth, efficiency, two overhead factors

@@ -25,7 +25,7 @@ from sweep.answers.where import parse_where
 from sweep.cli.main import cli
 from sweep.errors import InputError
 from sweep.reduce.pareto import dominated_by, pareto_brute, pareto_mask, pareto_mask_blocked
-from tests.sweep.query_data import STRATEGY_NAMES, small_sweep, two_model_sweep, write_synthetic
+from tests.answers.query_data import STRATEGY_NAMES, small_sweep, two_model_sweep, write_synthetic
 
 
 @pytest.fixture(scope="module")

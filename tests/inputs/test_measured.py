@@ -12,7 +12,7 @@ import grids
 from sweep.errors import InputError
 from sweep.inputs.machines import load_machine
 from sweep.inputs.measured import REQUIRED, read_measurements
-from tests.sweep.conftest import trust_doc
+from tests.helpers import trust_doc
 
 PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "measurements" / "abci_chainer_public.csv"

@@ -248,7 +248,7 @@ from sweep.engine.filters import known_front
 from sweep.engine.index import decode_info
 from sweep.engine.program import build_chunk_fn, device_inputs
 from sweep.reduce.keep import Keep
-from tests.sweep.test_traced import small_job
+from tests.engine.test_compiled import small_job
 
 cache, mode = sys.argv[1], sys.argv[2]
 jax.config.update("jax_compilation_cache_dir", cache)

@@ -1,8 +1,6 @@
-"""Fixtures shared by the measured-run tests: the shipped public file and its uncalibrated predictions."""
+"""Fixtures shared by the trust tests: the shipped public file and its uncalibrated predictions."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -12,15 +10,6 @@ from sweep.inputs.measured import Measurements, read_measurements
 from sweep.trust.validation import Predictions, predict
 
 PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def trust_doc() -> str:
-    """The measured-runs documentation: docs/trust.md."""
-    text = (ROOT / "docs" / "trust.md").read_text()
-    head = "# Trust"
-    assert text.startswith(head) and "leave one model out" in text, "docs/trust.md lost its Trust page"
-    return text
 
 
 @pytest.fixture(scope="session")
