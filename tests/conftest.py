@@ -49,6 +49,6 @@ def paper32(tmp_path_factory) -> Run:
 @pytest.fixture(autouse=True)
 def _no_persistent_cache(monkeypatch):
     """No persistent cache unless a test sets one: kernels kept by an earlier test or run
-    (:mod:`sweep.traced`) would skip the traces tests count, and the home folder is not theirs."""
+    (:mod:`sweep.engine.compiled`) would skip the traces tests count, and the home folder is not theirs."""
     monkeypatch.setenv("SWEEP_JAX_CACHE", "")
     jax.config.update("jax_compilation_cache_dir", None)

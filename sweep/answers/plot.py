@@ -2,7 +2,7 @@
 
 matplotlib is an optional extra (``pip install 'paradl-sweep[plot]'``),
 imported only when a figure is drawn, with the Agg backend (no display).
-Every figure is computed by the streaming queries of :mod:`sweep.query`
+Every figure is computed by the streaming queries of :mod:`sweep.answers.query`
 (best row per (strategy, x), Pareto fronts), so it works on datasets far
 larger than memory. The file type follows the suffix: ``.png`` (150 dpi),
 ``.svg`` or ``.pdf``.

@@ -205,7 +205,7 @@ def test_open_gives_a_dataset_and_metadata(small):
     sw = sweep.open(small)
     assert isinstance(sw.dataset, ds.Dataset)
     assert sw.metadata["tool"] == "paradl-sweep"
-    assert sw.manifest is not None and sw.manifest["complete"]
+    assert sw.manifest is not None and sw.manifest.complete
     assert sw.count_rows("strategy == 'data'") == 30
     assert "rows" in repr(sw)
     one = next(iter(sorted(small.glob("part-*.parquet"))))

@@ -1,4 +1,4 @@
-"""Traced kernels kept between runs (:mod:`sweep.traced`).
+"""Traced kernels kept between runs (:mod:`sweep.engine.compiled`).
 
 A second process that finds the stored modules must trace nothing and
 write exactly the rows a run without any cache writes; the key must change
