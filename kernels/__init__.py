@@ -1,7 +1,7 @@
 """Pure JAX cost equations of the ParaDL oracle (docs/model.md). No I/O here.
 
 The names below are imported on first use, so that ``kernels.names`` (the limit
-reasons, machine parameters and strategy names) can be read without importing JAX.
+reasons and machine parameters) can be read without importing JAX.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kernels.collectives import ALLREDUCE_ALGOS
     from kernels.machine import Link, Machine, with_params
-    from kernels.names import LIMITS, SCALAR_PARAMS, STRATEGY_NAMES
+    from kernels.names import LIMITS, SCALAR_PARAMS
     from kernels.network import ACTIVE_FAMILIES, KINDS, LayerArrays, Net, build_net
     from kernels.strategies import STRATEGIES
     from kernels.terms import Config, Cost, Derived, derive
@@ -27,7 +27,6 @@ _HOMES = {
     "build_net": "kernels.network",
     "LIMITS": "kernels.names",
     "SCALAR_PARAMS": "kernels.names",
-    "STRATEGY_NAMES": "kernels.names",
     "STRATEGIES": "kernels.strategies",
     "Link": "kernels.machine",
     "Machine": "kernels.machine",
@@ -45,7 +44,6 @@ __all__ = [
     "LIMITS",
     "SCALAR_PARAMS",
     "STRATEGIES",
-    "STRATEGY_NAMES",
     "Config",
     "Cost",
     "Derived",

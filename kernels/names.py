@@ -1,5 +1,5 @@
 """Names the kernels define that code outside them needs without importing JAX: the limit
-reasons of a configuration, the machine's scalar parameters, and the strategies."""
+reasons of a configuration and the machine's scalar parameters."""
 
 #: Reasons a configuration is infeasible: ``Cost.limit`` codes index this tuple (docs/model.md §11;
 #: column ``limit_reason``), 0 feasible.
@@ -21,16 +21,4 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "inter_alpha_s",
     "inter_bandwidth_Bps",
     "allreduce_algo",
-)
-
-#: Strategy names, in output order (a row's ``strategy``); :data:`kernels.STRATEGIES` maps them to kernels.
-STRATEGY_NAMES: tuple[str, ...] = (
-    "serial",
-    "data",
-    "spatial",
-    "pipeline",
-    "filter",
-    "channel",
-    "data+filter",
-    "data+spatial",
 )
