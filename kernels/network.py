@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernels._types import Array
+from kernels.transformer import TransformerTable, transformer_table
 
 KINDS: tuple[str, ...] = (
     "conv",
@@ -33,6 +34,12 @@ KINDS: tuple[str, ...] = (
     "bnorm",
     "add",
     "dropout",
+    # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
+    "linear",
+    "attention",
+    "layernorm",
+    "embedding",
+    "gelu",
 )
 IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
 #: Strategy families that a per-layer ``active`` flag can target.
@@ -112,6 +119,7 @@ class Net(NamedTuple):
     channel: SplitSums
     spatial: SpatialTable
     pipeline: PipelineTable
+    transformer: TransformerTable
 
 
 def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -119,6 +127,10 @@ def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray)
 
     conv ``2 C F prod(K) prod(Y)``; fc ``2 C F prod(K)``; pooling
     ``C prod(K) prod(Y)`` with C = x[0]; relu, add, dropout ``|y|``; bnorm ``4|x|``.
+    Transformer kinds (docs/model.md §16): linear ``2 C F prod(Y)`` with C = x[0],
+    F = y[0] (from the activations, so a tied layer without weights counts too);
+    attention ``4 h s^2`` with h = y[0], s = prod(Y); layernorm ``4|x|``; gelu ``|y|``;
+    embedding 0 (a table lookup).
     """
     names = np.array(KINDS)[kind]
     kprod = np.prod(w[:, 2:], axis=1)
@@ -134,7 +146,22 @@ def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray)
     out[elementwise] = np.prod(y[elementwise], axis=1)
     bnorm = names == "bnorm"
     out[bnorm] = 4.0 * np.prod(x[bnorm], axis=1)
+    linear = names == "linear"
+    out[linear] = 2.0 * x[linear, 0] * y[linear, 0] * yprod[linear]
+    attention = names == "attention"
+    out[attention] = 4.0 * y[attention, 0] * yprod[attention] ** 2
+    layernorm = names == "layernorm"
+    out[layernorm] = 4.0 * np.prod(x[layernorm], axis=1)
+    gelu = names == "gelu"
+    out[gelu] = np.prod(y[gelu], axis=1)
     return out
+
+
+def softmax_elems(kind: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Attention scores kept for the backward pass, per sample: ``a s^2`` for an attention
+    layer with ``a = w[1]`` heads and ``s = prod(Y)`` positions, 0 for other kinds (docs/model.md §16)."""
+    attention = np.array(KINDS)[kind] == "attention"
+    return np.where(attention, w[:, 1] * np.prod(y[:, 1:], axis=1) ** 2, 0.0)
 
 
 def default_active(kind: np.ndarray) -> np.ndarray:
@@ -285,15 +312,20 @@ def upper_envelope(slopes: np.ndarray, intercepts: np.ndarray) -> list[int]:
         cur, x = best, best_x
 
 
-def _pipeline_table(flops, w_elems, act_nip, y_elems) -> PipelineTable:
+def partitions(flops: np.ndarray) -> list[list[int]]:
+    """Group starts of the min-max partition of ``flops`` into p = 1..G groups (index p - 1)."""
+    candidates = contiguous_sums(flops)
+    return [minmax_partition(flops, p, candidates) for p in range(1, len(flops) + 1)]
+
+
+def _pipeline_table(flops, w_elems, act_nip, y_elems, parts: list[list[int]]) -> PipelineTable:
     g = len(flops)
     flops_max = np.zeros(g + 1)
     w_max = np.zeros(g + 1)
     y_bound = np.zeros(g + 1)
     hulls: list[tuple[list[float], list[float]]] = [([], [])]
-    candidates = contiguous_sums(flops)
     for p in range(1, g + 1):
-        starts = minmax_partition(flops, p, candidates)
+        starts = parts[p - 1]
         bounds = [*starts, g]
         acts = np.add.reduceat(act_nip, starts)
         ws = np.add.reduceat(w_elems, starts)
@@ -331,10 +363,11 @@ def build_net(
     x_elems = np.prod(x, axis=1)
     y_elems = np.prod(y, axis=1)
     in_place = np.isin(names, list(IN_PLACE))
-    act = x_elems + y_elems
+    act = x_elems + y_elems + softmax_elems(layers.kind, w, y)
     act_nip = np.where(in_place, 0.0, act)
     defaults = default_active(layers.kind)
     masks = [layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1] for f in (1, 2)]
+    parts = partitions(flops)
     return Net(
         dataset_samples=np.float64(dataset_samples),
         n_layers=np.float64(len(flops)),
@@ -346,7 +379,8 @@ def build_net(
         filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0]),
         channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x)),
         spatial=_spatial_table(layers, flops, act, in_place),
-        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems),
+        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, parts),
+        transformer=transformer_table(names, x, w, y, flops, act_nip, parts),
     )
 
 

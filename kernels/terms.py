@@ -17,12 +17,21 @@ from kernels.network import Net
 
 
 class Config(NamedTuple):
-    """One configuration: GPUs p, samples per data-parallel replica b, group size p2, micro-batches S."""
+    """One configuration: GPUs p, samples per data-parallel replica b, group size p2, micro-batches S.
+
+    ``tp``, ``pp``, ``recompute`` and ``zero`` are data+tensor+pipeline's own
+    (docs/model.md §16); the other strategies ignore them. None (no pytree leaf,
+    so a vmap over a configuration of four arrays still works) means 1, 1, 0, 0.
+    """
 
     p: Array
     b: Array
     p2: Array
     S: Array
+    tp: Array | None = None
+    pp: Array | None = None
+    recompute: Array | None = None
+    zero: Array | None = None
 
 
 class Cost(NamedTuple):

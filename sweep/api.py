@@ -114,11 +114,17 @@ def estimate(
     S: int | None = None,
     set: Sets = None,
     lc: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    recompute: str | int = "none",
+    zero: int = 0,
 ) -> dict[str, Any]:
     """Every output column of one configuration, in float64: ``sweep estimate --json``'s object.
 
     ``p`` GPUs, ``b`` samples per data-parallel replica, ``p2`` a hybrid's group size
-    (default gpus_per_node), ``S`` a pipeline's micro-batches (default p).
+    (default gpus_per_node), ``S`` a pipeline's micro-batches (default p; 1 for
+    data+tensor+pipeline), ``tp``, ``pp``, ``recompute`` (none, selective, full) and
+    ``zero`` (0 or 1) data+tensor+pipeline's own (docs/model.md §16).
 
     >>> row = sweep.estimate("resnet50", "abci", "data", p=1024, b=32)
     >>> round(row["t_epoch_s"], 2), round(row["t_comp_s"], 2)   # an epoch: 3.9 s of it computing
@@ -126,12 +132,13 @@ def estimate(
     """
     from sweep.engine import backend
     from sweep.engine.evaluate import estimate as one
-    from sweep.inputs.configs import check_strategy
+    from sweep.inputs.configs import check_strategy, checked_tensor
 
     check_strategy(strategy)
+    tensor = checked_tensor(tp, pp, recompute, zero)
     bound = bind(model, machine, set=set, lc=lc)
     with backend.computation(x64=True):
-        return one(bound, strategy, p, b, p2, S)
+        return one(bound, strategy, p, b, p2, S, tensor)
 
 
 def load(spec: str | Path | Mapping | SweepSpec) -> SweepSpec:

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
 from kernels.terms import scale_terms
-from sweep.inputs.configs import Bound, resolve_config
+from sweep.inputs.configs import TENSOR, TENSOR_AXES, Bound, Tensor, resolve_config
 from sweep.inputs.machines import override
 from sweep.output.store import LIMIT_REASON, column_name, limit_reason
 
@@ -74,13 +74,16 @@ def estimate(
     b: int,
     p2: int | None = None,
     S: int | None = None,
+    tensor: Tensor | None = None,
 ) -> dict:
     """All output columns of one configuration (docs/output-format.md#columns).
 
     Evaluated in float64 when JAX's x64 mode is on (the CLI turns it on for
-    ``sweep estimate``), else in float32.
+    ``sweep estimate``), else in float32. ``tensor`` is data+tensor+pipeline's
+    tp, pp, recompute and zero (docs/model.md §16).
     """
     profile = bound.profile
+    tensor = tensor or Tensor()
     p2, S = resolve_config(profile, strategy, p, b, p2, S)
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     overrides = profile.override_values(dtype)
@@ -88,19 +91,26 @@ def estimate(
     # one compile costs less than dispatching every term eagerly
     f = jax.jit(point_fn(strategy, names, overheads=profile.overheads))
     machine = profile.pytree(dtype)
-    cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S)))
+    cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S, *tensor)))
     cost, derived = f(bound.net, machine, cfg, tuple(overrides.values()))
-    return row_dict(bound, strategy, cost, derived, profile.overrides)
+    return row_dict(bound, strategy, cost, derived, profile.overrides, tensor)
 
 
 def row_dict(
-    bound: Bound, strategy: str, cost: Cost, derived: Derived, overrides: Mapping[str, float]
+    bound: Bound,
+    strategy: str,
+    cost: Cost,
+    derived: Derived,
+    overrides: Mapping[str, float],
+    tensor: Tensor | None = None,
 ) -> dict:
     """One row as a plain dict in output column order (docs/output-format.md#columns)."""
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
     for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
         value = float(getattr(cost, field))
         row[name] = round(value) if math.isfinite(value) and value == round(value) else value
+    if strategy == TENSOR:
+        row.update(zip(TENSOR_AXES, tensor or Tensor(), strict=True))
     for name in SCALAR_PARAMS:
         if name in overrides:
             row[name] = float(overrides[name])

@@ -37,7 +37,7 @@ def _big_stride(chunk: int) -> int:
 
 def int_columns(job: Job) -> tuple[str, ...]:
     """Rows of a chunk's int32 matrix: configuration columns, then swept machine parameters (digits)."""
-    return (*CONFIG_COLUMNS, *job.machine_axes)
+    return (*CONFIG_COLUMNS, *job.extra_columns, *job.machine_axes)
 
 
 def numeric_columns(job: Job) -> tuple[str, ...]:

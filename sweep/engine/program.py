@@ -45,7 +45,7 @@ from sweep.engine.filters import (
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
-from sweep.inputs.configs import HYBRIDS, defaults, p2_fits
+from sweep.inputs.configs import HYBRIDS, TENSOR, TENSOR_AXES, defaults, p2_fits
 from sweep.inputs.grid import CONFIG_AXES, Job
 from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
@@ -59,6 +59,8 @@ HOST_REDUCE_MAX = 1 << 20
 COMPACT_ROWS = 4096
 #: Candidates evaluated again per call when a chunk has more than it compacts (:class:`Again`).
 POINT_ROWS = 1 << 16
+#: data+tensor+pipeline's axes and their values where a job does not sweep them.
+TENSOR_DEFAULTS: tuple[tuple[str, int], ...] = tuple(zip(TENSOR_AXES, (1, 1, 0, 0), strict=True))
 #: Number of traces (compilations) per (job index, strategy), for tests.
 TRACES: dict[tuple[int, str], int] = {}
 
@@ -105,6 +107,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     machine_axes = job.machine_axes
     point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
     hybrid = job.strategy in HYBRIDS
+    tensor = job.strategy == TENSOR
     fixed = job.bound.profile.override_values(dtype)
 
     def one(net, machine, at):
@@ -114,15 +117,20 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         p = at["p"][0].astype(dtype) if "p" in at else jnp.asarray(1, dtype)
         b = at["b"][0].astype(dtype)
         given = {k: at[k][0].astype(dtype) if k in at else None for k in ("p2", "S")}
+        if tensor and given["S"] is None:
+            given["S"] = jnp.asarray(1, dtype)  # data+tensor+pipeline's default S
         p2, s = defaults(p, given["p2"], given["S"], m_eff.gpus_per_node.astype(dtype))
-        cost, derived = point(net, machine, Config(p, b, p2, s), swept)
+        own = tuple(at[k][0].astype(dtype) if k in at else jnp.asarray(d, dtype) for k, d in TENSOR_DEFAULTS)
+        cost, derived = point(net, machine, Config(p, b, p2, s, *own), swept)
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
         # shared subexpressions for every output column, several times slower.
         cost, derived = jax.lax.optimization_barrier((cost, derived))
         merged = {**cost._asdict(), **derived._asdict()}
         floats = tuple(jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS)
-        ints = tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_FIELDS) + tuple(
-            at[k][1] for k in machine_axes
+        ints = (
+            tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_FIELDS)
+            + tuple(own[TENSOR_AXES.index(c)].astype(jnp.int32) for c in job.extra_columns)
+            + tuple(at[k][1] for k in machine_axes)
         )
         fits = p2_fits(p, p2) if hybrid else jnp.ones((), bool)
         return floats, ints, cost.limit.astype(jnp.int8), fits

@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernels import STRATEGIES
+from kernels import STRATEGIES, strategies
 from kernels.network import Net
+from kernels.transformer import RECOMPUTE
 from sweep.errors import InputError
 from sweep.inputs.layers import Model, bind
 from sweep.inputs.machines import MachineProfile
@@ -20,6 +21,49 @@ from sweep.inputs.machines import MachineProfile
 #: Strategies whose rows use the p2 axis, and the one that uses S.
 HYBRIDS = frozenset({"data+filter", "data+spatial"})
 PIPELINE = "pipeline"
+#: Megatron-style data+tensor+pipeline (docs/model.md §16) and the axes only it uses.
+TENSOR = "data+tensor+pipeline"
+TENSOR_AXES: tuple[str, ...] = ("tp", "pp", "recompute", "zero")
+#: The paper's strategies: a sweep spec without ``strategies`` runs these.
+PAPER_STRATEGIES = strategies.PAPER_STRATEGIES
+
+
+class Tensor(NamedTuple):
+    """data+tensor+pipeline's own configuration (docs/model.md §16): tensor and pipeline degrees,
+    recomputation code (:data:`kernels.transformer.RECOMPUTE`), ZeRO stage."""
+
+    tp: int = 1
+    pp: int = 1
+    recompute: int = 0
+    zero: int = 0
+
+
+def recompute_code(value) -> int:
+    """The code of a ``recompute`` value: a name of :data:`kernels.transformer.RECOMPUTE` or its code."""
+    if isinstance(value, str) and value in RECOMPUTE:
+        return RECOMPUTE.index(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value in range(len(RECOMPUTE)):
+        return int(value)
+    raise InputError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {value!r}")
+
+
+def checked_tensor(tp: int = 1, pp: int = 1, recompute=0, zero: int = 0, flag: str = "--") -> Tensor:
+    """A :class:`Tensor` from values a user gave; a bad value is an :class:`InputError`."""
+    for name, value in (("tp", tp), ("pp", pp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{flag}{name} must be a whole number >= 1, got {value!r}")
+    if zero not in (0, 1) or isinstance(zero, bool):
+        raise InputError(f"{flag}zero must be 0 or 1 (ZeRO stage), got {zero!r}")
+    return Tensor(tp, pp, recompute_code(recompute), int(zero))
+
+
+#: The configuration of a strategy other than data+tensor+pipeline.
+NO_TENSOR = Tensor()
+
+
+def default_S(strategy: str, p):
+    """S when not given (docs/model.md §2, §16): p for pipeline, 1 for data+tensor+pipeline."""
+    return 1 if strategy == TENSOR else p
 
 
 def check_strategy(name: str) -> str:
@@ -36,7 +80,9 @@ def uses_axis(strategy: str, axis: str) -> bool:
     if axis == "p2":
         return strategy in HYBRIDS
     if axis == "S":
-        return strategy == PIPELINE
+        return strategy in (PIPELINE, TENSOR)
+    if axis in TENSOR_AXES:
+        return strategy == TENSOR
     return True
 
 
@@ -90,8 +136,12 @@ class Resolved(NamedTuple):
     B: int
 
 
-def own_values(strategy: str, p: int, b: int, p2: int, S: int) -> Resolved:
+def own_values(strategy: str, p: int, b: int, p2: int, S: int, tensor: Tensor = NO_TENSOR) -> Resolved:
     """The columns a strategy writes for a configuration whose p2 and S are already resolved."""
+    if strategy == TENSOR:
+        group = tensor.tp * tensor.pp
+        p1 = max(p // group, 1)
+        return Resolved(p, b, group, S, p1, b * p1)
     if strategy in HYBRIDS:
         p1, group = p // p2, p2
     elif strategy == "data":
@@ -113,8 +163,8 @@ def _checked_given(
         raise InputError(f"serial runs on one GPU: {flag}p must be 1, got {p}")
     if warn and p2 is not None and strategy not in HYBRIDS:
         warnings.warn(f"{flag}p2 {p2} is ignored: only {' and '.join(sorted(HYBRIDS))} use it", stacklevel=3)
-    if warn and S is not None and strategy != PIPELINE:
-        warnings.warn(f"{flag}S {S} is ignored: only {PIPELINE} uses it", stacklevel=3)
+    if warn and S is not None and strategy not in (PIPELINE, TENSOR):
+        warnings.warn(f"{flag}S {S} is ignored: only {PIPELINE} and {TENSOR} use it", stacklevel=3)
 
 
 def resolve(
@@ -127,6 +177,7 @@ def resolve(
     *,
     flag: str = "--",
     warn: bool = True,
+    tensor: Tensor | None = None,
 ) -> Resolved:
     """Check one configuration a user gave, fill in its defaults and derive its fit (docs/model.md §2).
 
@@ -138,10 +189,12 @@ def resolve(
     """
     check_strategy(strategy)
     _checked_given(strategy, p, b, p2, S, flag, warn)
-    p2, S = defaults(p, p2, S, default_p2(profile))
+    if warn and tensor is not None and tensor != Tensor() and strategy != TENSOR:
+        warnings.warn(f"{flag}tp, pp, recompute and zero are ignored: only {TENSOR} uses them", stacklevel=2)
+    p2, S = defaults(p, p2, default_S(strategy, p) if S is None else S, default_p2(profile))
     if strategy in HYBRIDS and not p2_fits(p, p2):
         raise InputError(f"{flag}p2 {p2} must divide {flag}p {p}: {strategy} runs p/p2 groups of p2 GPUs")
-    return own_values(strategy, p, b, p2, S)
+    return own_values(strategy, p, b, p2, S, tensor or NO_TENSOR)
 
 
 #: A profile's overheads, hashable for compile caches: ((strategy, ((term, value), ...)), ...).
@@ -166,4 +219,4 @@ def resolve_config(
     """:func:`resolve`'s checks, then ``(p2, S)`` as the kernels take them: as given, else the
     defaults (:func:`defaults`). A strategy that ignores p2 or S computes the same with any."""
     resolve(profile, strategy, p, b, p2, S, warn=warn)
-    return defaults(p, p2, S, default_p2(profile))
+    return defaults(p, p2, default_S(strategy, p) if S is None else S, default_p2(profile))

@@ -19,12 +19,12 @@ import numpy as np
 import grids
 from kernels import SCALAR_PARAMS, STRATEGIES
 from sweep.errors import InputError, where
-from sweep.inputs.configs import Bound, uses_axis
+from sweep.inputs.configs import PAPER_STRATEGIES, TENSOR, TENSOR_AXES, Bound, recompute_code, uses_axis
 from sweep.inputs.layers import Model
 from sweep.inputs.machines import MachineProfile, check_param, load_machine, warn_implausible
 from sweep.inputs.models import load_model, read_toml
 
-CONFIG_AXES: tuple[str, ...] = ("p", "b", "p2", "S")
+CONFIG_AXES: tuple[str, ...] = ("p", "b", "p2", "S", *TENSOR_AXES)
 #: Above this many points a run needs ``--yes``.
 CONFIRM_POINTS = 10**12
 #: Longest axis: digits must stay exact in float32 on the device.
@@ -113,6 +113,8 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
     if not values:
         raise InputError("axis is empty", where(origin, key=key))
     _check_length(len(values), origin, key)
+    if name in ("recompute", "zero"):
+        return _code_values(name, values, origin, key)
     if name in CONFIG_AXES:
         out = []
         for v in values:
@@ -129,6 +131,22 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
     checked = np.asarray([check_param(name, v, f"{origin}: axes", warn=False) for v in values], np.float64)
     warn_implausible(name, checked, origin, key)
     return checked
+
+
+def _code_values(name: str, values: list, origin: str, key: str) -> np.ndarray:
+    """The ``recompute`` axis (names or codes) or the ``zero`` axis (0 or 1) as codes (docs/model.md §16)."""
+    out = []
+    for v in values:
+        try:
+            if name == "recompute":
+                out.append(recompute_code(v))
+            elif v in (0, 1) and not isinstance(v, bool):
+                out.append(int(v))
+            else:
+                raise InputError(f"zero takes 0 or 1 (the ZeRO stage), got {v!r}")
+        except InputError as err:
+            raise InputError(str(err), where(origin, key=key)) from None
+    return np.asarray(out, dtype=np.int64)
 
 
 def _ints(values, n: int) -> bool:
@@ -199,7 +217,7 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
     machines = _str_list(doc, "machine", "machines", origin)
     if not all(isinstance(m, str) for m in machines):
         raise InputError("machines are names or paths", where(origin, key="machines"))
-    strategies = doc.get("strategies", list(STRATEGIES))
+    strategies = doc.get("strategies", list(PAPER_STRATEGIES))
     if not isinstance(strategies, list) or not strategies:
         raise InputError("must be a non-empty list", where(origin, key="strategies"))
     for s in strategies:
@@ -263,6 +281,8 @@ class Job:
     bound: Bound
     strategy: str
     axes: dict[str, np.ndarray]  # outermost first
+    #: configuration columns beyond the paper's: data+tensor+pipeline's, in every job of a plan that has it
+    extra_columns: tuple[str, ...] = ()
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -302,10 +322,11 @@ def plan(spec: SweepSpec) -> Plan:
             raise InputError(f"two machines are named '{profile.name}'", where(spec.path, key="machines"))
         machines[profile.name] = profile
     jobs: list[Job] = []
+    extra = TENSOR_AXES if TENSOR in spec.strategies else ()
     for model in models.values():
         for profile in machines.values():
             bound = Bound.of(model, profile)
             for strategy in spec.strategies:
                 axes = {k: v for k, v in spec.axes.items() if uses_axis(strategy, k)}
-                jobs.append(Job(len(jobs), bound, strategy, axes))
+                jobs.append(Job(len(jobs), bound, strategy, axes, extra))
     return Plan(spec, jobs, models, machines)

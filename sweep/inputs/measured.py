@@ -4,6 +4,10 @@ One row per measured configuration (format in docs/trust.md)::
 
     model,strategy,p,b,p2,S,machine,iter_time_s[,iter_time_std_s,t_comp_s,t_comm_s,...]
 
+data+tensor+pipeline rows may give ``tp``, ``pp`` (default 1), ``recompute``
+(none, selective, full; default none) and ``zero`` (0 or 1; default 0), and take
+S = 1 when it is absent (docs/model.md §16); other strategies ignore them.
+
 ``model``, ``strategy``, ``p``, ``b`` and ``iter_time_s`` are required;
 ``p2`` and ``S`` may be absent or empty (the defaults of docs/model.md §2: p2 =
 gpus_per_node for the hybrids, S = p for pipeline); ``machine`` may be absent
@@ -26,14 +30,36 @@ from pathlib import Path
 
 from kernels import STRATEGIES
 from sweep.errors import InputError, where
-from sweep.inputs.configs import HYBRIDS, Bound, default_p2, defaults, own_values, p2_fits
+from sweep.inputs.configs import (
+    HYBRIDS,
+    NO_TENSOR,
+    TENSOR,
+    Bound,
+    Tensor,
+    checked_tensor,
+    default_p2,
+    defaults,
+    own_values,
+    p2_fits,
+)
 from sweep.inputs.machines import MachineProfile, load_machine
 from sweep.inputs.models import load_model
 
 #: Columns every measured-run file must have.
 REQUIRED: tuple[str, ...] = ("model", "strategy", "p", "b", "iter_time_s")
 #: Columns read when present; any other column is kept as text and ignored.
-OPTIONAL: tuple[str, ...] = ("p2", "S", "machine", "iter_time_std_s", "t_comp_s", "t_comm_s")
+OPTIONAL: tuple[str, ...] = (
+    "p2",
+    "S",
+    "machine",
+    "iter_time_std_s",
+    "t_comp_s",
+    "t_comm_s",
+    "tp",
+    "pp",
+    "recompute",
+    "zero",
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +79,7 @@ class Run:
     t_comp_s: float | None = None
     t_comm_s: float | None = None
     fields: dict[str, str] = field(default_factory=dict, compare=False)  # every column as written
+    tensor: Tensor = NO_TENSOR  # data+tensor+pipeline's tp, pp, recompute, zero
 
 
 @dataclass(frozen=True)
@@ -249,11 +276,13 @@ class _RowChecker:
         profile = self.profile_of(machine_name)
         p = _whole(values["p"], "p")
         b = _whole(values["b"], "b")
-        p2, S = _p2_and_S(strategy, p, values.get("p2", ""), values.get("S", ""), profile)
+        s_text = values.get("S", "") or ("1" if strategy == TENSOR else "")
+        p2, S = _p2_and_S(strategy, p, values.get("p2", ""), s_text, profile)
         if strategy == "serial" and p != 1:
             raise _Bad(f"serial needs p = 1, got {p}")
+        tensor = _tensor(values) if strategy == TENSOR else Tensor()
         # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
-        own = own_values(strategy, p, b, p2, S)
+        own = own_values(strategy, p, b, p2, S, tensor)
         p2, S = own.p2, own.S
         time = _seconds(values["iter_time_s"], "iter_time_s", positive=True)
         extra = {
@@ -264,7 +293,22 @@ class _RowChecker:
         self.machine_of[machine_name] = key
         if (key, model_name) not in self.bounds:
             self.bounds[(key, model_name)] = Bound.of(model, profile)  # type: ignore[arg-type]
-        return Run(line, model_name, strategy, machine_name, p, b, p2, S, time, **extra, fields=values)
+        return Run(
+            line, model_name, strategy, machine_name, p, b, p2, S, time, **extra, fields=values, tensor=tensor
+        )
+
+
+def _tensor(values: dict[str, str]) -> Tensor:
+    """A data+tensor+pipeline row's tp, pp, recompute and zero (docs/model.md §16), defaults where empty."""
+    tp = _whole(values["tp"], "tp") if values.get("tp") else 1
+    pp = _whole(values["pp"], "pp") if values.get("pp") else 1
+    zero = values.get("zero") or "0"
+    if zero not in ("0", "1"):
+        raise _Bad(f"zero must be 0 or 1, got '{zero}'")
+    try:
+        return checked_tensor(tp, pp, values.get("recompute") or "none", int(zero), flag="")
+    except InputError as err:
+        raise _Bad(str(err)) from None
 
 
 def _p2_and_S(strategy: str, p: int, p2_text: str, s_text: str, profile: MachineProfile) -> tuple[int, int]:

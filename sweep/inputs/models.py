@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernels import ACTIVE_FAMILIES, KINDS
 from sweep.errors import InputError, where
-from sweep.inputs import architectures
+from sweep.inputs import architectures, transformers
 from sweep.inputs.layers import Layer, Model
 
 #: ParaDL ``.net`` NAME prefixes to layer kinds (docs/inputs.md#paradl-net-and-lc-files), longest first.
@@ -105,6 +105,25 @@ def _check_layer(layer: Layer, path, line: int) -> None:
         )
     if min(layer.x) < 1 or min(layer.y) < 1:
         raise InputError(f"layer '{layer.name}' has a zero extent in x or y", where(path, line))
+
+
+def _check_transformer_layer(layer: Layer) -> None:
+    """The shapes of the transformer kinds (docs/inputs.md#model-files): a linear's weights are
+    ``[C, F, 1...]`` for x ``[C, ...]`` and y ``[F, ...]``, or all zero (tied); an attention's
+    are ``[0, a, 1...]`` with ``a`` heads dividing its output features."""
+    w, name = layer.w, layer.name
+    if (
+        layer.kind == "linear"
+        and any(w)
+        and (w[0] != layer.x[0] or w[1] != layer.y[0] or any(k != 1 for k in w[2:]))
+    ):
+        raise InputError(
+            f"linear layer '{name}' needs w = [{layer.x[0]}, {layer.y[0]}, 1...] (x[0], y[0]) or all zeros (tied)"
+        )
+    if layer.kind == "attention" and (w[0] != 0 or w[1] < 1 or layer.y[0] % w[1]):
+        raise InputError(
+            f"attention layer '{name}' needs w = [0, heads, 1...] with heads dividing y[0] = {layer.y[0]}"
+        )
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -295,6 +314,7 @@ def load_model_toml(path: str | Path) -> Model:
         )
         try:
             _check_layer(layer, "", 0)
+            _check_transformer_layer(layer)
         except InputError as err:
             raise InputError(str(err).split(": ", 1)[-1], where(path, key=key)) from None
         layers.append(layer)
@@ -347,6 +367,8 @@ def load_model(spec: str | Path, lc: str | Path | None = None, base: Path | None
     text = str(spec)
     if text in architectures.BUILTIN:
         model = architectures.BUILTIN[text]()
+    elif transformers.is_gpt(text):
+        model = transformers.load_gpt(text)
     else:
         path = Path(text)
         if base is not None and not path.is_absolute():
@@ -356,9 +378,10 @@ def load_model(spec: str | Path, lc: str | Path | None = None, base: Path | None
         elif path.suffix.startswith(".net"):  # .net, .net_sc, and variants like .net_256
             model = parse_net(path)
         else:
-            names = ", ".join(architectures.BUILTIN)
+            names = ", ".join((*architectures.BUILTIN, *transformers.GPT3))
             raise InputError(
-                f"unknown model '{text}': not a built-in ({names}) nor a .toml/.net/.net_sc file"
+                f"unknown model '{text}': not a built-in ({names}), a GPT name "
+                "(gpt-l<layers>-h<hidden>-a<heads>-s<sequence>[-v<vocab>]) nor a .toml/.net/.net_sc file"
             )
     if lc is not None:
         lc_path = Path(lc)

@@ -58,7 +58,10 @@ def groups(meas: Measurements) -> list[Group]:
     for (machine, model, strategy), index in found.items():
         bound = meas.bounds[(machine, model)]
         runs = [meas.runs[i] for i in index]
-        cfg = Config(*(np.asarray([getattr(r, k) for r in runs], np.float64) for k in ("p", "b", "p2", "S")))
+        cfg = Config(
+            *(np.asarray([getattr(r, k) for r in runs], np.float64) for k in ("p", "b", "p2", "S")),
+            *np.asarray([r.tensor for r in runs], np.float64).T,  # data+tensor+pipeline's own
+        )
         out.append(Group(machine, model, strategy, bound.profile, bound.net, cfg, np.asarray(index)))
     return out
 

@@ -1,0 +1,174 @@
+"""Data+tensor+pipeline parallelism, Megatron style (docs/model.md §16).
+
+p = tp * pp * dp: tensor parallelism over ``tp`` consecutive GPUs, a 1F1B
+pipeline of ``pp`` stages, data parallelism over the ``dp`` replicas; ``b``
+samples per replica per iteration in ``S`` micro-batches of ``b / S``. The
+per-stage quantities come from :mod:`kernels.transformer`'s tables, so an
+evaluation is O(1) in the network's size.
+
+Ranks are ordered tp fastest, then dp, then pp (Megatron's order): a tp group
+is contiguous, a dp group spans ``tp * dp`` consecutive GPUs, and pipeline
+neighbours are ``tp * dp`` GPUs apart.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from kernels import collectives, terms
+from kernels import machine as mach
+from kernels._types import Array
+from kernels.machine import Link, Machine
+from kernels.names import BATCH, MAX_P, MEMORY, OK
+from kernels.network import Net
+from kernels.terms import Config, Cost
+from kernels.transformer import FULL, SELECTIVE, Envelope
+
+#: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.
+OPTIMIZER_BYTES = 12.0
+
+
+def _at(env: Envelope, row, z):
+    """The largest stage's value ``max_h (total_h - split_h z)`` of envelope row ``row``."""
+    return jnp.max(env.total[row] - env.split[row] * z, axis=-1)
+
+
+def _split(p, own: _Own, net: Net):
+    """(dp, misfit): misfit when tp * pp does not divide p, tp does not divide the heads, or
+    pp exceeds the layers (docs/model.md §16)."""
+    tp, pp = own.tp, own.pp
+    group = tp * pp
+    heads = net.transformer.heads
+    misfit = (tp < 1) | (pp < 1) | (p < group) | (jnp.round(p / group) * group != p)
+    misfit = misfit | (jnp.round(heads / tp) * tp != heads) | (pp > net.n_layers)
+    # misfit rows are infeasible (max_p); dp >= 1 keeps their terms non-negative
+    return jnp.maximum(p / group, 1.0), misfit
+
+
+class _Own(NamedTuple):
+    """tp, pp, recompute and zero, those not given (None in :class:`Config`) set to 1, 1, 0, 0."""
+
+    tp: Array
+    pp: Array
+    recompute: Array
+    zero: Array
+
+    @classmethod
+    def of(cls, cfg: Config) -> _Own:
+        one = jnp.ones_like(cfg.p)
+        given = (cfg.tp, cfg.pp, cfg.recompute, cfg.zero)
+        return cls(*(d * one if v is None else v for v, d in zip(given, (1.0, 1.0, 0.0, 0.0), strict=True)))
+
+
+def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
+    """Data+tensor+pipeline, docs/model.md §16.
+
+    .. math::
+        T_{comp} = \\tfrac{D}{dp}\\,\\tfrac{S+pp-1}{S}\\,t_{stage}(tp, r) + I\\,u_{stage}(tp)
+
+        T_{ar} = I\\,[(S+pp-1)\\,n\\,T_{ar}(tp, \\tfrac{b}{S}\\delta e/n)
+                 + T_{ar}(dp, \\delta w_{stage}(tp))]
+
+        T_{p2p} = I\\cdot 2(S+pp-2)(\\alpha + \\tfrac{b}{S}\\delta y_{boundary}\\beta)
+
+        M = (2\\delta + 12/z)\\,w_{stage}(tp) + \\delta\\tfrac{b}{S}(\\min(pp, S)\\,a_{stage}(tp, r) + [r=full]\\,a_{block})
+
+    with B = b dp, n tensor-parallel allreduces of e elements per sample on the
+    largest stage, z = dp with ZeRO-1 else 1. Where the strategy coincides with
+    data (tp = pp = 1, S = 1, no recomputation) or pipeline (tp = dp = 1, pp >= 2)
+    every time term is that strategy's, to the last bit; memory is the
+    mixed-precision model's.
+    """
+    own = _Own.of(cfg)
+    table = net.transformer
+    tp, pp, s = own.tp, own.pp, cfg.S
+    dp, misfit = _split(cfg.p, own, net)
+    big_b = cfg.b * dp
+    its = terms.iterations(net.dataset_samples, big_b)
+    row = jnp.clip(pp, 1, table.kept.shape[-1] - 1).astype(jnp.int32)
+    z = 1.0 - 1.0 / tp
+    full, selective = own.recompute == FULL, own.recompute == SELECTIVE
+    plain = _at(table.flops, row, z)
+    stage = jnp.where(full, plain * (4.0 / 3.0), jnp.where(selective, _at(table.flops_sel, row, z), plain))
+    w_stage = _at(table.w, row, z)
+    spf = terms.sec_per_flop(net, machine)
+    # the data strategy's order of operations for one stage, the pipeline's for several
+    one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage * spf
+    stages = net.dataset_samples * (pp + s - 1) / s * (stage * spf) / dp
+    comp = jnp.where(pp == 1, one_stage, stages) + its * terms.update_s(machine, w_stage)
+    delta = machine.bytes_per_element
+    micro = cfg.b / s
+    grad = _gradient_allreduce(machine, own, dp, delta * w_stage)
+    tensor = (s + pp - 1) * _tensor_allreduce(machine, table, row, full, tp, micro * delta)
+    p2p = _p2p(machine, net, cfg.p, own, s, dp, its, micro * delta)
+    act = jnp.where(
+        full, table.kept[row], jnp.where(selective, _at(table.act_sel, row, z), _at(table.act, row, z))
+    )
+    work = jnp.where(full, table.work_total - table.work_split * z, 0.0)
+    shards = jnp.where(own.zero > 0, dp, 1.0)
+    mem = (2.0 * delta + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (
+        jnp.minimum(pp, s) * act + work
+    )
+    over_batch = (s < 1) | (cfg.b < s) | (jnp.round(cfg.b / s) * s != cfg.b)
+    return Cost(
+        p=cfg.p,
+        p1=dp,
+        p2=tp * pp,
+        b=cfg.b,
+        B=big_b,
+        S=s,
+        iterations=its,
+        t_comp_s=comp,
+        t_allreduce_s=its * grad + its * tensor,
+        t_allgather_s=terms.zeros_like(comp),
+        t_halo_s=terms.zeros_like(comp),
+        t_p2p_s=p2p,
+        mem_bytes=mem,
+        limit=jnp.select(
+            [over_batch, misfit, mem > machine.gpu_mem_bytes], [BATCH, MAX_P, MEMORY], OK
+        ).astype(jnp.int32),
+    )
+
+
+def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
+    """The dp group's gradient allreduce of one stage's shard, per iteration.
+
+    The group spans tp * dp consecutive GPUs; when it leaves a node, each of the
+    ``min(tp, gpus_per_node)`` rings with members on a node crosses its NICs at
+    once (docs/model.md §8). With tp = pp = 1 this is the data strategy's.
+    """
+    share = mach.nic_share(machine, jnp.minimum(own.tp, machine.gpus_per_node))
+    lk = mach.link(machine, own.tp * dp, share)
+    flat = collectives.allreduce_s(machine.allreduce_algo, dp, msg_bytes, *lk)
+    return jnp.where(own.tp * own.pp == 1, mach.gradient_allreduce_s(machine, dp, msg_bytes, lk), flat)
+
+
+def _tensor_allreduce(machine: Machine, table, row, full, tp, micro_bytes):
+    """One micro-batch's tensor-parallel allreduces on the largest stage, on the tp group's link:
+    ``n`` ring allreduces of ``micro_bytes * e / n`` bytes each (zero for tp = 1)."""
+    mode = full.astype(jnp.int32)
+    count = table.ar_count[row, mode]
+    elems = table.ar_elems[row, mode]
+    lk = mach.link(machine, tp)
+    each = collectives.ring_allreduce_s(tp, micro_bytes * elems / jnp.maximum(count, 1.0), *lk)
+    return count * each
+
+
+def _p2p(machine: Machine, net: Net, p, own: _Own, s, dp, its, micro_bytes):
+    """1F1B's point-to-point traffic per epoch: 2(S + pp - 2) messages of one micro-batch's
+    boundary activations on the critical path (the pipeline strategy's, docs/model.md §10.4).
+    Inter-node when the p GPUs span nodes, the NICs shared by the ``min(tp dp, gpus_per_node)``
+    GPUs of a node sending at once."""
+    pp = own.pp
+    row = jnp.clip(pp, 1, net.transformer.kept.shape[-1] - 1).astype(jnp.int32)
+    share = mach.nic_share(machine, jnp.minimum(own.tp * dp, machine.gpus_per_node))
+    inter = mach.first_inter_link(machine, share)
+    inside = p <= machine.gpus_per_node
+    lk = Link(
+        jnp.where(inside, machine.intra_alpha_s, inter.alpha_s),
+        jnp.where(inside, 1.0 / machine.intra_bandwidth_Bps, inter.beta_s_per_byte),
+    )
+    hop = collectives.p2p_s(micro_bytes * net.pipeline.y_boundary_max[row], *lk)
+    return jnp.where(pp > 1, its * 2.0 * (pp + s - 2) * hop, 0.0)

@@ -1,0 +1,194 @@
+"""Per-network tables of the data+tensor+pipeline strategy (docs/model.md §16).
+
+Megatron-style tensor parallelism splits some layers' work over ``tp`` GPUs and
+replicates the rest. Which is which follows from the layer list alone, read
+front to back with one flag, *split*, that says whether the activations
+flowing between layers are divided over the ``tp`` group:
+
+* ``linear`` reading replicated activations is column-parallel (the filter
+  split): its FLOPs and weights are divided by tp, its output is split, and
+  its input's gradient is allreduced in the backward pass;
+* ``linear`` reading split activations is row-parallel (the channel split):
+  FLOPs and weights divided by tp, its output allreduced in the forward pass
+  and replicated after it;
+* ``attention`` splits its heads (FLOPs, scores) and keeps the flag;
+* ``embedding`` splits its table over the vocabulary and allreduces its
+  output in the forward pass;
+* element-wise kinds (gelu, relu, dropout) follow the flag; every other kind
+  (layernorm, add, conv, fc, ...) is replicated and replicates the flag.
+
+On GPT this is Megatron's block: column QKV, split attention, row output
+projection, column MLP-up, split GeLU, row MLP-down: two allreduces forward and
+two backward per block. Per pipeline stage (the min-max partition of
+:func:`kernels.network.partitions`, one per pp) the tables hold each quantity as
+lines ``total_i - split_i z`` in ``z = 1 - 1/tp`` (the part of the split work
+that tp removes); a kernel takes the maximum over the few lines of their upper
+envelope, so an evaluation is O(H) for any tp, like the pipeline's memory bound.
+
+Numpy only, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from kernels._types import Array
+
+#: Codes of the ``recompute`` axis (docs/model.md §16): activation recomputation.
+RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
+NONE, SELECTIVE, FULL = 0, 1, 2
+
+
+class Envelope(NamedTuple):
+    """Lines ``total - split z`` per stage count (row pp), only those on the upper envelope
+    for z in [0, 1); zero-padded (every line is >= 0 there)."""
+
+    total: Array  # [G+1, H]
+    split: Array  # [G+1, H]
+
+
+class TransformerTable(NamedTuple):
+    """What :func:`kernels.strategies.megatron.data_tensor_pipeline` reads, per stage count pp.
+
+    Per-sample quantities of the worst stage of the pp-stage partition:
+    training FLOPs, weights, activations (x+y and attention scores, as
+    everywhere), the tensor-parallel allreduces and the block inputs that full
+    recomputation keeps.
+    """
+
+    heads: Array  # attention heads tp must divide (gcd over attention layers; 1 if none)
+    flops: Envelope  # training FLOPs, no recomputation
+    flops_sel: Envelope  # plus the attention core's forward again (selective)
+    w: Envelope  # weights
+    act: Envelope  # activations kept, no recomputation
+    act_sel: Envelope  # without the attention layers' (selective)
+    kept: Array  # [G+1] block inputs kept by full recomputation (replicated)
+    work_total: Array  # activations of one block, recomputed during its backward (full)
+    work_split: Array
+    ar_count: Array  # [G+1, 2] tp allreduces per sample-pass: no recompute (or selective), full
+    ar_elems: Array  # [G+1, 2] their elements per sample
+
+
+class _Layers(NamedTuple):
+    split: np.ndarray  # FLOPs divided by tp
+    w_split: np.ndarray
+    act_split: np.ndarray
+    ar_fwd: np.ndarray  # elements allreduced in the forward pass, per sample
+    ar_bwd: np.ndarray
+    kept: np.ndarray  # block input kept by full recomputation
+
+
+def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, act: np.ndarray) -> _Layers:
+    """Per layer: the tensor-parallel split of FLOPs, weights, activations and the allreduces
+    (rules in the module docstring)."""
+    g = len(names)
+    x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
+    w_elems = np.prod(w, axis=1)
+    out = _Layers(*(np.zeros(g) for _ in range(6)))
+    state = False  # activations split over tp
+    last_norm = -1
+    for i, kind in enumerate(names):
+        if kind == "linear":
+            out.split[i], out.w_split[i] = 1.0, w_elems[i]
+            if state:  # row-parallel
+                out.act_split[i] = x_elems[i]
+                out.ar_fwd[i] = y_elems[i]
+            else:  # column-parallel
+                out.act_split[i] = y_elems[i]
+                out.ar_bwd[i] = x_elems[i]
+            state = not state
+        elif kind == "attention":
+            out.split[i], out.act_split[i] = 1.0, act[i]
+            state = True
+            if last_norm >= 0:
+                out.kept[last_norm] = x_elems[last_norm]
+        elif kind == "embedding":
+            out.split[i], out.w_split[i] = 1.0, w_elems[i]
+            out.ar_fwd[i] = y_elems[i]
+            state = False
+        elif kind in ("gelu", "relu", "dropout"):
+            out.split[i] = 1.0 if state else 0.0
+            out.act_split[i] = act[i] if state else 0.0
+        else:
+            if kind == "layernorm":
+                last_norm = i
+            state = False
+    return out
+
+
+def _envelope(rows: list[tuple[np.ndarray, np.ndarray]]) -> Envelope:
+    """Pad each row's envelope lines ``total - split z`` (z >= 0) into ``[G+1, H]`` arrays."""
+    from kernels.network import upper_envelope  # network imports this module
+
+    hulls = [([], [])] + [
+        ([t[k] for k in keep], [s[k] for k in keep]) for t, s in rows for keep in [upper_envelope(-s, t)]
+    ]
+    width = max(len(t) for t, _ in hulls)
+    total, split = np.zeros((len(hulls), width)), np.zeros((len(hulls), width))
+    for r, (t, s) in enumerate(hulls):
+        total[r, : len(t)], split[r, : len(s)] = t, s
+    return Envelope(total, split)
+
+
+def transformer_table(
+    names: np.ndarray,
+    x: np.ndarray,
+    w: np.ndarray,
+    y: np.ndarray,
+    flops: np.ndarray,
+    act: np.ndarray,
+    parts: list[list[int]],
+) -> TransformerTable:
+    """The tables of one network (docs/model.md §16) for pp = 1..G stages of ``parts``.
+
+    ``flops`` are training FLOPs per sample and ``act`` non-in-place activations
+    per layer, as :func:`kernels.network.build_net` computes them. Row 1 (one
+    stage) uses the network's plain sums, as the data strategy does, and every
+    row's totals are the same sums the pipeline table takes, so the strategies
+    that coincide agree to the last bit (docs/model.md §16).
+    """
+    roles = tensor_roles(names, x, w, y, act)
+    attention = names == "attention"
+    w_elems = np.prod(w, axis=1)
+    attn_fwd = np.where(attention, flops / 3.0, 0.0)
+    attn_act = np.where(attention, act, 0.0)
+    split_flops = flops * roles.split
+
+    def per_stage(v: np.ndarray, starts: list[int]) -> np.ndarray:
+        return np.array([v.sum()]) if len(starts) == 1 else np.add.reduceat(v, starts)
+
+    rows: dict[str, list] = {k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel")}
+    kept = np.zeros(len(parts) + 1)
+    ar_count = np.zeros((len(parts) + 1, 2))
+    ar_elems = np.zeros((len(parts) + 1, 2))
+    fwd_n, bwd_n = (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float)
+    for pp, starts in enumerate(parts, start=1):
+        s = lambda v, st=starts: per_stage(v, st)  # noqa: E731
+        f, fs = s(flops), s(split_flops)
+        a, asp, aa = s(act), s(roles.act_split), s(attn_act)
+        rows["flops"].append((f, fs))
+        rows["flops_sel"].append((f + s(attn_fwd), fs + s(attn_fwd)))
+        rows["w"].append((s(w_elems), s(roles.w_split)))
+        rows["act"].append((a, asp))
+        rows["act_sel"].append((a - aa, asp - aa))
+        kept[pp] = s(roles.kept).max()
+        fc, bc, fe, be = s(fwd_n), s(bwd_n), s(roles.ar_fwd), s(roles.ar_bwd)
+        ar_count[pp] = (fc + bc).max(), (2 * fc + bc).max()
+        ar_elems[pp] = (fe + be).max(), (2 * fe + be).max()
+    heads = w[attention, 1].astype(np.int64)
+    blocks = max(int(attention.sum()), 1)
+    return TransformerTable(
+        heads=np.float64(np.gcd.reduce(heads) if heads.size else 1),
+        flops=_envelope(rows["flops"]),
+        flops_sel=_envelope(rows["flops_sel"]),
+        w=_envelope(rows["w"]),
+        act=_envelope(rows["act"]),
+        act_sel=_envelope(rows["act_sel"]),
+        kept=kept,
+        work_total=np.float64(act.sum() / blocks),
+        work_split=np.float64(roles.act_split.sum() / blocks),
+        ar_count=ar_count,
+        ar_elems=ar_elems,
+    )

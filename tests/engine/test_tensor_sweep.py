@@ -1,0 +1,63 @@
+"""A sweep of data+tensor+pipeline through the engine: its columns, its misfits kept as
+infeasible rows, values equal to ``sweep estimate``'s, and ``--keep`` on it."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as ds
+import pytest
+
+from sweep import api
+
+SPEC = {
+    "name": "gpt-tiny",
+    "model": "gpt-l2-h64-a4-s32-v100",
+    "machine": "a100-ib800",
+    "strategies": ["data", "data+tensor+pipeline"],
+    "axes": {
+        "p": [4, 8],
+        "b": [4, 8],
+        "S": [1, 2, 3],
+        "tp": [1, 2, 8],
+        "pp": [1, 2],
+        "recompute": ["none", "selective", "full"],
+        "zero": [0, 1],
+    },
+}
+
+
+def test_tensor_sweep_rows(tmp_path):
+    api.run(SPEC, tmp_path / "out", x64=True)
+    rows = ds.dataset(tmp_path / "out").to_table().to_pylist()
+    tensor = [r for r in rows if r["strategy"] == "data+tensor+pipeline"]
+    data = [r for r in rows if r["strategy"] == "data"]
+    assert len(tensor) == 2 * 2 * 3 * 3 * 2 * 3 * 2 and len(data) == 4
+    assert all((r["tp"], r["pp"], r["recompute"], r["zero"]) == (1, 1, 0, 0) for r in data)
+    # misfits are rows, infeasible: S = 3 divides no b here; tp = 8 does not divide 4 heads
+    assert all(r["limit_reason"] == "batch" for r in tensor if r["S"] == 3)
+    assert all(r["limit_reason"] == "max_p" for r in tensor if r["tp"] == 8 and r["S"] != 3)
+    row = next(
+        r
+        for r in tensor
+        if (r["p"], r["b"], r["S"], r["tp"], r["pp"], r["recompute"], r["zero"]) == (8, 8, 2, 2, 2, 2, 1)
+    )
+    one = api.estimate(
+        SPEC["model"],
+        "a100-ib800",
+        "data+tensor+pipeline",
+        p=8,
+        b=8,
+        S=2,
+        tp=2,
+        pp=2,
+        recompute="full",
+        zero=1,
+    )
+    assert (row["p1"], row["p2"], row["global_batch"]) == (2, 4, 16)
+    for column in ("t_comp_s", "t_allreduce_s", "t_p2p_s", "mem_bytes", "t_iter_s"):
+        assert row[column] == pytest.approx(one[column], rel=1e-12), column
+
+
+def test_tensor_sweep_keep_top(tmp_path):
+    api.run(SPEC, tmp_path / "top", keep="top:3:t_epoch_s")
+    rows = ds.dataset(tmp_path / "top").to_table().to_pylist()
+    assert len(rows) == 3 and all(r["limit_reason"] is None for r in rows)

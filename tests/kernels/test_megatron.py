@@ -1,0 +1,188 @@
+"""data+tensor+pipeline (kernels/strategies/megatron.py, docs/model.md §16): a worked example by
+hand, the cases where it coincides with data and pipeline, and its misfits."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kernels
+from kernels.machine import Machine
+from kernels.names import BATCH, MAX_P, OK
+from sweep.inputs.layers import to_arrays
+from sweep.inputs.transformers import gpt
+
+f64 = np.float64
+TENSOR = jax.jit(kernels.STRATEGIES["data+tensor+pipeline"])
+DATA = jax.jit(kernels.STRATEGIES["data"])
+PIPELINE = jax.jit(kernels.STRATEGIES["pipeline"])
+
+
+def machine(gpus_per_node=4.0, **changes) -> Machine:
+    """Round numbers: 1,000 FLOP/s, intra and inter links of 1 ms and 1,000 B/s, 2-byte elements."""
+    values = {
+        "gpu_flops": 1e3,
+        "efficiency": 1.0,
+        "gpu_mem_bytes": 1e12,
+        "gpu_mem_bw_Bps": 1e3,
+        "gpus_per_node": gpus_per_node,
+        "nics_per_node": 1.0,
+        "bytes_per_element": 2.0,
+        "wu_passes": 1.0,
+        "intra_alpha_s": 1e-3,
+        "intra_bandwidth_Bps": 1e3,
+        "allreduce_algo": 0.0,
+    } | changes
+    levels = {"inter_span_nodes": [np.inf], "inter_alpha_s": [1e-3], "inter_bandwidth_Bps": [1e3]}
+    return Machine(**{k: f64(v) for k, v in values.items()}, **{k: np.asarray(v) for k, v in levels.items()})
+
+
+def tiny(samples=16):
+    """GPT of one block, hidden 4, 2 heads, sequence 2, vocabulary 8 (docs/model.md §16's example)."""
+    return kernels.build_net(to_arrays(gpt("tiny", 1, 4, 2, 2, vocab=8)), samples)
+
+
+def cfg(p, b, S, tp=1, pp=1, recompute=0, zero=0):
+    return kernels.Config(*(f64(v) for v in (p, b, 1, S, tp, pp, recompute, zero)))
+
+
+def test_worked_example_tp2_dp2():
+    """docs/model.md §16's worked example, by hand.
+
+    Forward FLOPs per sample: embed 0, ln1 4*8 = 32, qkv 2*4*12*2 = 192, attention 4*4*2^2 = 64,
+    proj 2*4*4*2 = 64, add 8, ln2 32, up 2*4*16*2 = 256, gelu 32, down 2*16*4*2 = 256, add 8,
+    ln_f 32, out 2*4*8*2 = 128: 1,104, training 3 * 1,104 = 3,312. Split over tp: qkv, attention,
+    proj, up, gelu, down, out = 992 (training 2,976). tp = 2: 3,312 - 2,976 / 2 = 1,824 per sample.
+    Weights 40 + 8 + 48 + 16 + 8 + 64 + 64 + 8 = 256, of which embed, qkv, proj, up, down = 232
+    split: 256 - 232 / 2 = 140 per GPU.
+    p = 4, tp = 2: dp = 2; b = 4, S = 2 (micro-batch 2); B = 8, D = 16: I = 2.
+    """
+    c = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2))
+    assert (float(c.p1), float(c.p2), float(c.B), float(c.iterations)) == (2, 2, 8, 2)
+    # D/dp (S+pp-1)/S stage / rate + I wu delta w / bw = 8 * 1 * 1.824 + 2 * 2 * 140 / 1000
+    assert float(c.t_comp_s) == pytest.approx(14.592 + 0.56, rel=1e-12)
+    # tp: per micro-batch 6 allreduces (forward: embed, proj, down; backward: qkv, up, out) of
+    # 8 elements per sample: 6 * 2(2-1)(1e-3 + 2*2*8 / 2 / 1000) = 0.204 s, times S + pp - 1 = 2,
+    # per iteration; dp: ring of 2 over 2 * 140 bytes: 2(1e-3 + 140 / 1000) = 0.282; times I = 2
+    assert float(c.t_allreduce_s) == pytest.approx(2 * (2 * 0.204 + 0.282), rel=1e-12)
+    assert float(c.t_p2p_s) == 0
+    # (2 delta + 12) * 140 = 2,240 bytes of weights and optimizer state; activations per sample
+    # (x+y, scores) 346, of which 216 split: 346 - 108 = 238; delta * micro * min(pp, S) * 238 = 952
+    assert float(c.mem_bytes) == pytest.approx(2240 + 952, rel=1e-12)
+    assert int(c.limit) == OK
+    # ZeRO-1 shards the 12 bytes of optimizer state over dp = 2: (4 + 6) * 140 = 1,400
+    z = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, zero=1))
+    assert float(z.mem_bytes) == pytest.approx(1400 + 952, rel=1e-12)
+
+
+def test_worked_example_pp2_dp2():
+    """pp = 2: the min-max partition of the training FLOPs (0, 96, 576, 192, 192, 24, 96, 768 |
+    96, 768, 24, 96, 384) puts embed..up (1,944) on the first stage and gelu..out (1,368) on the
+    second; weights 184 and 72; the boundary is up's output, 16 * 2 = 32 elements per sample.
+    p = 4, pp = 2, dp = 2, b = 4, S = 2, I = 2."""
+    c = TENSOR(tiny(), machine(), cfg(4, 4, 2, pp=2))
+    # D (pp+S-1)/S stage / rate / dp + I wu delta w / bw = 16 * 3/2 * 1.944 / 2 + 2 * 2 * 184 / 1000
+    assert float(c.t_comp_s) == pytest.approx(23.328 + 0.736, rel=1e-12)
+    # 2 I (pp + S - 2) hops of 1e-3 + 2 * 2 * 32 / 1000 = 0.129 s
+    assert float(c.t_p2p_s) == pytest.approx(2 * 2 * 2 * 0.129, rel=1e-12)
+    # dp ring of 2 over 2 * 184 bytes: 2(1e-3 + 0.184) = 0.37 per iteration
+    assert float(c.t_allreduce_s) == pytest.approx(2 * 0.37, rel=1e-12)
+    # 16 * 184 + 2 * 2 * min(2, 2) * 186 (first stage's activations: 10+16+32+40+16+16+16+40)
+    assert float(c.mem_bytes) == pytest.approx(2944 + 1488, rel=1e-12)
+
+
+def test_recompute_adds_forward_work():
+    """Full recomputation is 4/3 of the compute (a forward pass more); selective adds the attention
+    core's forward, 64 FLOPs per sample here, split over tp like the attention."""
+    base, sel, full = (TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r)) for r in (0, 1, 2))
+    update = 0.56
+    assert float(full.t_comp_s) - update == pytest.approx((float(base.t_comp_s) - update) * 4 / 3, rel=1e-12)
+    # 8 samples per GPU-replica per epoch (D/dp) * 64/2 FLOPs / 1000 FLOP/s
+    assert float(sel.t_comp_s) - float(base.t_comp_s) == pytest.approx(8 * 32 / 1e3, rel=1e-12)
+    assert float(sel.mem_bytes) < float(base.mem_bytes)
+    # full keeps each block's input (8 per sample here) plus one block's working set: with one
+    # block that is all of it, 2 * 2 * (8 + 238) = 984 bytes of activations
+    assert float(full.mem_bytes) == pytest.approx(2240 + 984, rel=1e-12)
+    deep = [TENSOR(GPT, machine(), cfg(8, 8, 8, tp=2, pp=2, recompute=r)) for r in (0, 1, 2)]
+    assert float(deep[2].mem_bytes) < float(deep[1].mem_bytes) < float(deep[0].mem_bytes)
+
+
+GPT = kernels.build_net(to_arrays(gpt("g", 4, 64, 4, 32, vocab=100)), 10_000)
+CNN_SHAPES = st.sampled_from(["gpt", "cnn"])
+
+
+def _net(kind):
+    if kind == "gpt":
+        return GPT
+    from tests.helpers import small_net_of
+
+    return small_net_of()
+
+
+@settings(deadline=None, max_examples=25)
+@given(kind=CNN_SHAPES, p=st.integers(1, 64), b=st.integers(1, 64), gpn=st.sampled_from([1.0, 4.0, 8.0]))
+def test_tp_pp_1_is_data(kind, p, b, gpn):
+    """tp = pp = 1, S = 1, no recomputation: every time term, the iterations and the batch are the
+    data strategy's, to the last bit (memory is the mixed-precision model's, not ParaDL's)."""
+    net, m = _net(kind), machine(gpus_per_node=gpn)
+    mine = TENSOR(net, m, cfg(p, b, 1))
+    data = DATA(net, m, kernels.Config(*(f64(v) for v in (p, b, 1, 1))))
+    for field in (
+        "t_comp_s",
+        "t_allreduce_s",
+        "t_allgather_s",
+        "t_halo_s",
+        "t_p2p_s",
+        "iterations",
+        "B",
+        "p1",
+    ):
+        assert float(getattr(mine, field)) == float(getattr(data, field)), field
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    kind=CNN_SHAPES,
+    pp=st.integers(2, 8),
+    S=st.integers(1, 8),
+    k=st.integers(1, 8),
+    gpn=st.sampled_from([1.0, 4.0]),
+)
+def test_dp_tp_1_is_pipeline(kind, pp, S, k, gpn):
+    """tp = dp = 1, pp >= 2 stages, S micro-batches dividing b: compute, point-to-point, allreduce (none)
+    and iterations are the pipeline strategy's with p = pp, to the last bit; the 1F1B bubble
+    (pp - 1)/S is GPipe's. pp = 1 is not the pipeline's p = 1 (that one sums its single group
+    in another order) but the data strategy's (test above)."""
+    net, m = _net(kind), machine(gpus_per_node=gpn)
+    b = S * k
+    mine = TENSOR(net, m, cfg(pp, b, S, pp=pp))
+    pipe = PIPELINE(net, m, kernels.Config(*(f64(v) for v in (pp, b, pp, S))))
+    for field in ("t_comp_s", "t_allreduce_s", "t_p2p_s", "iterations", "B"):
+        assert float(getattr(mine, field)) == float(getattr(pipe, field)), field
+
+
+@pytest.mark.parametrize(
+    ("p", "b", "S", "tp", "pp", "reason"),
+    [
+        (6, 4, 2, 4, 1, MAX_P),  # tp * pp = 4 does not divide p = 6
+        (8, 4, 2, 8, 1, MAX_P),  # tp = 8 does not divide the 4 heads
+        (8, 4, 3, 2, 2, BATCH),  # S = 3 does not divide b = 4
+        (8, 4, 4, 2, 2, OK),
+    ],
+)
+def test_misfits_are_infeasible(p, b, S, tp, pp, reason):
+    c = TENSOR(GPT, machine(), cfg(p, b, S, tp=tp, pp=pp))
+    assert int(c.limit) == reason
+    assert all(float(getattr(c, f)) >= 0 for f in kernels.Cost._fields)
+
+
+def test_evaluation_cost_does_not_grow_with_the_network():
+    """The tables are per stage count; a kernel reads a few envelope lines, not the layers
+    (at most 6 for GPT-3 175B's 963 layers)."""
+    big = kernels.build_net(to_arrays(gpt("g", 24, 64, 4, 32, vocab=100)), 10_000)
+    for table in (GPT.transformer, big.transformer):
+        for env in (table.flops, table.flops_sel, table.w, table.act, table.act_sel):
+            assert env.total.shape[1] <= 6
