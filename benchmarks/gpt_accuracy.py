@@ -1,0 +1,108 @@
+"""Accuracy of data+tensor+pipeline on the measured GPT runs (docs/trust.md#gpt-models-on-a100-megatron).
+
+    python -m benchmarks.gpt_accuracy            # the tables of docs/trust.md, a minute or two
+
+Prints, as Markdown: the uncalibrated mean symmetric accuracy per model and per (tp, pp)
+shape; for each (model, p, global batch) how often the predicted fastest (tp, pp, S) is the
+measured fastest or within 5 % of it; and the held-out experiment: ``sweep calibrate`` with
+default options on the single-node runs only, then the 41 multi-node runs predicted.
+"""
+
+from __future__ import annotations
+
+import csv
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED = ROOT / "grids" / "measurements" / "a100_megatron_public.csv"
+
+
+def table(path: Path, machine=None) -> pd.DataFrame:
+    """Every run of ``path`` with its prediction (``sweep validate``)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "v.csv"
+        sweep.validate(path, machine, out=out)
+        frame = pd.read_csv(out)
+    frame["mb"] = frame.b / frame.S
+    frame["B"] = frame.b * frame.p // (frame.tp * frame.pp)
+    return frame
+
+
+def summary(frame: pd.DataFrame, by: list[str]) -> str:
+    g = frame.groupby(by).agg(n=("accuracy", "size"), ratio=("ratio", "mean"), acc=("accuracy", "mean"))
+    lines = [f"| {' | '.join(by)} | runs | mean ratio | mean accuracy |", "|" + "---|" * (len(by) + 3)]
+    for key, row in g.iterrows():
+        keys = key if isinstance(key, tuple) else (key,)
+        lines.append(f"| {' | '.join(map(str, keys))} | {row.n} | {row.ratio:.3f} | {row.acc:.3f} |")
+    return "\n".join(lines)
+
+
+def best_split(frame: pd.DataFrame) -> str:
+    """Per (model, p, global batch) with two or more runs: is the predicted fastest run the
+    measured fastest, or within 5 % of it?"""
+    hits = within = groups = 0
+    for _, g in frame.groupby(["model", "p", "B"]):
+        if len(g) < 2:
+            continue
+        groups += 1
+        measured_best = g.iter_time_s.min()
+        pick = g.loc[g.pred_iter_s.idxmin()]
+        hits += pick.iter_time_s == measured_best
+        within += pick.iter_time_s <= 1.05 * measured_best
+    return (
+        f"{groups} (model, p, global batch) groups of two or more runs: the predicted fastest is the "
+        f"measured fastest in {hits} ({hits / groups:.0%}), within 5 % of it in {within} ({within / groups:.0%})"
+    )
+
+
+def held_out() -> tuple[str, pd.DataFrame]:
+    """Calibrate on the single-node runs (p <= 8) with default options; predict the others."""
+    rows = list(csv.DictReader(MEASURED.open()))
+    with tempfile.TemporaryDirectory() as d:
+        paths = {k: Path(d) / f"{k}.csv" for k in ("single", "multi")}
+        for key, keep in (("single", lambda r: int(r["p"]) <= 8), ("multi", lambda r: int(r["p"]) > 8)):
+            with paths[key].open("w", newline="") as fh:
+                w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(r for r in rows if keep(r))
+        fitted = sweep.calibrate(paths["single"], "a100-ib800")
+        return "\n".join(fitted.lines()), table(paths["multi"], fitted.profile)
+
+
+def main() -> None:
+    frame = table(MEASURED)
+    print("## Uncalibrated, per model\n")
+    print(summary(frame, ["model"]))
+    print(f"\nall {len(frame)} runs: mean accuracy {frame.accuracy.mean():.3f}\n")
+    print("## Uncalibrated, per (tp, pp)\n")
+    print(summary(frame, ["tp", "pp"]))
+    print("\n## Uncalibrated, per micro-batch size (samples)\n")
+    print(summary(frame, ["mb"]))
+    print("\n## Best split\n")
+    print(best_split(frame))
+    report, multi = held_out()
+    print("\n## Held out: calibrated on the 1,440 single-node runs\n")
+    print(report)
+    print()
+    print(summary(multi, ["model"]))
+    err = np.abs(multi.pred_iter_s / multi.iter_time_s - 1)
+    print(
+        f"\n41 multi-node runs: mean accuracy {multi.accuracy.mean():.3f}, mean absolute error {err.mean():.1%}"
+    )
+    base = table_multi_uncalibrated()
+    print(f"uncalibrated on the same runs: mean accuracy {base.accuracy.mean():.3f}")
+
+
+def table_multi_uncalibrated() -> pd.DataFrame:
+    frame = table(MEASURED)
+    return frame[frame.p > 8]
+
+
+if __name__ == "__main__":
+    main()
