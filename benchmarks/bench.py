@@ -25,6 +25,9 @@
     fresh process: it must not grow with the grid.
 (e) start-up: wall time of a tiny ``sweep run`` in a fresh process, first and
     second time (the second finds the persistent compilation cache).
+(t) data+tensor+pipeline beside data on GPT-3 175B (963 layers) on a100-ib800, in one
+    run, top-1 and materialised, and their ratio: the machine is shared and noisy, so the
+    ratio is the figure (not in the default sections: ``--sections t``).
 
 ``--sections`` picks sections (``--sections a`` for the kernels alone);
 ``--chunk-log2`` and ``--reduce-chunk-log2`` set section (a)'s chunk sizes
@@ -56,7 +59,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax
 import numpy as np
 
-from kernels import STRATEGIES
+from kernels.strategies import PAPER_STRATEGIES as STRATEGIES
 from sweep.engine import backend
 from sweep.engine.filters import known_front
 from sweep.engine.index import MAX_CHUNK, decode_info
@@ -322,7 +325,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller grids")
     ap.add_argument("--big", action="store_true", help="add the 1e9-point RSS run")
-    ap.add_argument("--sections", default="abcde", help="the sections to run, of a, b (with c), d, e")
+    ap.add_argument("--sections", default="abcde", help="the sections to run, of a, b (with c), d, e, t")
     ap.add_argument("--chunk-log2", type=int, help="section (a): points per chunk writing every row, log2")
     ap.add_argument("--reduce-chunk-log2", type=int, help="section (a): points per reducing chunk, log2")
     ap.add_argument("--queued", action="store_true", help="section (a): time calls queued back to back")
@@ -363,6 +366,8 @@ def main() -> None:
             print("\n(d) peak RSS of --keep pareto runs (fresh process each)")
             for points, rss_mb, wall in rss_section(tmp, sizes):
                 print(f"    {points:>14,} points  peak RSS {rss_mb:8.0f} MB  wall {wall:7.1f} s")
+        if "t" in args.sections:
+            transformer_table(tmp, chunk, reduce_chunk)
         if "e" in args.sections:
             first, second = startup_section(tmp)
             print(
@@ -370,6 +375,58 @@ def main() -> None:
                 " (persistent cache)"
             )
     print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+TRANSFORMER_SPEC = """name = "gpt-kernel"
+model = "gpt3-175b"
+machine = "a100-ib800"
+strategies = ["data", "data+tensor+pipeline"]
+[axes]
+p = {{ log2 = [0, 12] }}
+b = [8, 16, 32, 64, 128, 256]
+S = [1, 2, 4, 8]
+tp = [1, 2, 4, 8]
+pp = [1, 2, 4, 8]
+recompute = ["none", "selective", "full"]
+zero = [0, 1]
+inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, 64] }}
+inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
+"""
+
+
+def transformer_table(tmp: Path, chunk: int, reduce_chunk: int, reps: int = 5) -> None:
+    """Section (t): data+tensor+pipeline beside data on GPT-3 175B, configurations/s, in one run,
+    on section (a)'s grid shape (64 bandwidths x 640 latencies inside the configuration axes)."""
+    print(
+        "\n(t) GPT-3 175B (963 layers) on a100-ib800, configurations/s;"
+        f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
+    )
+    print(f"{'strategy':<22} {'materialised':>14} {'top-1':>14}")
+    path = tmp / "gpt-kernel.toml"
+    path.write_text(
+        TRANSFORMER_SPEC.format(n_alpha=max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6))))
+    )
+    rates = {}
+    for job in plan(load_spec(path)).jobs:
+        net, machine, values = device_inputs(job, np.float32)
+        out = []
+        for size, keep in ((chunk, Keep("all")), (reduce_chunk, Keep("top", ("t_epoch_s",), 1))):
+            n = min(size, job.size)
+            last = max(job.size // size - 1, 0)
+            starts = sorted({round(last * f) * size for f in (0, 1 / 3, 2 / 3, 1)})
+            calls = [
+                (net, machine, values, decode_info(job, a, size), np.int32(n), known_front(None, np.float32))
+                for a in starts
+            ]
+            fn, _ = build_chunk_fn(job, size, keep, np.float32)
+            if keep.kind == "all":
+                out.append(median_rate(lambda *a, f=fn: jax.tree.map(np.asarray, f(*a)), calls, n, reps))
+            else:
+                out.append(median_rate(lambda *a, f=fn: f(*a).count, calls, n, reps))
+        rates[job.strategy] = out
+        print(f"{job.strategy:<22} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)", flush=True)
+    mine, data = rates["data+tensor+pipeline"], rates["data"]
+    print(f"{'ratio to data':<22} {mine[0] / data[0]:>14.2f} {mine[1] / data[1]:>14.2f}")
 
 
 def kernel_table(tmp: Path, chunk: int, reduce_chunk: int) -> None:

@@ -41,34 +41,30 @@ RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
 NONE, SELECTIVE, FULL = 0, 1, 2
 
 
-class Envelope(NamedTuple):
-    """Lines ``total - split z`` per stage count (row pp), only those on the upper envelope
-    for z in [0, 1); zero-padded (every line is >= 0 there)."""
-
-    total: Array  # [G+1, H]
-    split: Array  # [G+1, H]
-
-
 class TransformerTable(NamedTuple):
-    """What :func:`kernels.strategies.megatron.data_tensor_pipeline` reads, per stage count pp.
+    """What :func:`kernels.strategies.megatron.data_tensor_pipeline` reads, per recomputation
+    mode r (:data:`RECOMPUTE`) and stage count pp, packed so that one configuration reads a
+    few rows.
 
-    Per-sample quantities of the worst stage of the pp-stage partition:
-    training FLOPs, weights, activations (x+y and attention scores, as
-    everywhere), the tensor-parallel allreduces and the block inputs that full
-    recomputation keeps.
+    Per-sample quantities of the largest stage of the pp-stage partition, as the upper
+    envelope of lines ``total - split z`` (last axis: total, split), zero-padded: training
+    FLOPs (selective adds the attention core's forward, full is 4/3 of none), activations
+    kept per micro-batch in flight (x+y and attention scores; selective without the
+    attention layers'; full the block inputs, one line), weights. ``misc[r, pp]`` holds the
+    tensor-parallel allreduces per micro-batch, their elements per sample, the output of
+    the partition's largest stage boundary (the pipeline table's), and, for full
+    recomputation, the total and split activations of one block (recomputed at a time).
     """
 
     heads: Array  # attention heads tp must divide (gcd over attention layers; 1 if none)
-    flops: Envelope  # training FLOPs, no recomputation
-    flops_sel: Envelope  # plus the attention core's forward again (selective)
-    w: Envelope  # weights
-    act: Envelope  # activations kept, no recomputation
-    act_sel: Envelope  # without the attention layers' (selective)
-    kept: Array  # [G+1] block inputs kept by full recomputation (replicated)
-    work_total: Array  # activations of one block, recomputed during its backward (full)
-    work_split: Array
-    ar_count: Array  # [G+1, 2] tp allreduces per sample-pass: no recompute (or selective), full
-    ar_elems: Array  # [G+1, 2] their elements per sample
+    flops: Array  # [3, G+1, H, 2]
+    act: Array  # [3, G+1, H, 2]
+    w: Array  # [G+1, H, 2]
+    misc: Array  # [3, G+1, 5]
+
+
+#: Columns of :attr:`TransformerTable.misc`.
+AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT = range(5)
 
 
 class _Layers(NamedTuple):
@@ -118,18 +114,22 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     return out
 
 
-def _envelope(rows: list[tuple[np.ndarray, np.ndarray]]) -> Envelope:
-    """Pad each row's envelope lines ``total - split z`` (z >= 0) into ``[G+1, H]`` arrays."""
+def _envelope(rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Each row's envelope lines ``total - split z`` (z >= 0) as ``[G+1, H, 2]``, zero-padded
+    (row 0, no stages, is all zero)."""
     from kernels.network import upper_envelope  # network imports this module
 
-    hulls = [([], [])] + [
-        ([t[k] for k in keep], [s[k] for k in keep]) for t, s in rows for keep in [upper_envelope(-s, t)]
-    ]
-    width = max(len(t) for t, _ in hulls)
-    total, split = np.zeros((len(hulls), width)), np.zeros((len(hulls), width))
-    for r, (t, s) in enumerate(hulls):
-        total[r, : len(t)], split[r, : len(s)] = t, s
-    return Envelope(total, split)
+    hulls = [np.zeros((0, 2))] + [np.stack([t, s], axis=1)[upper_envelope(-s, t)] for t, s in rows]
+    out = np.zeros((len(hulls), max(len(h) for h in hulls), 2))
+    for r, hull in enumerate(hulls):
+        out[r, : len(hull)] = hull
+    return out
+
+
+def _stack(tables: list[np.ndarray]) -> np.ndarray:
+    """Envelope tables of one shape each, zero-padded to the widest, stacked on a new first axis."""
+    width = max(t.shape[1] for t in tables)
+    return np.stack([np.pad(t, ((0, 0), (0, width - t.shape[1]), (0, 0))) for t in tables])
 
 
 def transformer_table(
@@ -152,17 +152,18 @@ def transformer_table(
     roles = tensor_roles(names, x, w, y, act)
     attention = names == "attention"
     w_elems = np.prod(w, axis=1)
+    y_elems = np.prod(y, axis=1)
     attn_fwd = np.where(attention, flops / 3.0, 0.0)
     attn_act = np.where(attention, act, 0.0)
     split_flops = flops * roles.split
+    blocks = max(int(attention.sum()), 1)
+    work = (act.sum() / blocks, roles.act_split.sum() / blocks)
 
     def per_stage(v: np.ndarray, starts: list[int]) -> np.ndarray:
         return np.array([v.sum()]) if len(starts) == 1 else np.add.reduceat(v, starts)
 
-    rows: dict[str, list] = {k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel")}
-    kept = np.zeros(len(parts) + 1)
-    ar_count = np.zeros((len(parts) + 1, 2))
-    ar_elems = np.zeros((len(parts) + 1, 2))
+    rows: dict[str, list] = {k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel", "kept")}
+    misc = np.zeros((3, len(parts) + 1, 5))
     fwd_n, bwd_n = (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float)
     for pp, starts in enumerate(parts, start=1):
         s = lambda v, st=starts: per_stage(v, st)  # noqa: E731
@@ -173,22 +174,19 @@ def transformer_table(
         rows["w"].append((s(w_elems), s(roles.w_split)))
         rows["act"].append((a, asp))
         rows["act_sel"].append((a - aa, asp - aa))
-        kept[pp] = s(roles.kept).max()
+        rows["kept"].append((np.array([s(roles.kept).max()]), np.zeros(1)))
         fc, bc, fe, be = s(fwd_n), s(bwd_n), s(roles.ar_fwd), s(roles.ar_bwd)
-        ar_count[pp] = (fc + bc).max(), (2 * fc + bc).max()
-        ar_elems[pp] = (fe + be).max(), (2 * fe + be).max()
+        boundary = max((y_elems[hi - 1] for hi in starts[1:]), default=0.0)  # as the pipeline table
+        misc[:, pp, Y_BOUNDARY] = boundary
+        misc[:2, pp, AR_COUNT], misc[:2, pp, AR_ELEMS] = (fc + bc).max(), (fe + be).max()
+        misc[FULL, pp, AR_COUNT], misc[FULL, pp, AR_ELEMS] = (2 * fc + bc).max(), (2 * fe + be).max()
+        misc[FULL, pp, WORK_TOTAL], misc[FULL, pp, WORK_SPLIT] = work
     heads = w[attention, 1].astype(np.int64)
-    blocks = max(int(attention.sum()), 1)
+    plain = _envelope(rows["flops"])
     return TransformerTable(
         heads=np.float64(np.gcd.reduce(heads) if heads.size else 1),
-        flops=_envelope(rows["flops"]),
-        flops_sel=_envelope(rows["flops_sel"]),
+        flops=_stack([plain, _envelope(rows["flops_sel"]), plain * (4.0 / 3.0)]),
+        act=_stack([_envelope(rows["act"]), _envelope(rows["act_sel"]), _envelope(rows["kept"])]),
         w=_envelope(rows["w"]),
-        act=_envelope(rows["act"]),
-        act_sel=_envelope(rows["act_sel"]),
-        kept=kept,
-        work_total=np.float64(act.sum() / blocks),
-        work_split=np.float64(roles.act_split.sum() / blocks),
-        ar_count=ar_count,
-        ar_elems=ar_elems,
+        misc=misc,
     )

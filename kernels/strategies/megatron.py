@@ -24,15 +24,15 @@ from kernels.machine import Link, Machine
 from kernels.names import BATCH, MAX_P, MEMORY, OK
 from kernels.network import Net
 from kernels.terms import Config, Cost
-from kernels.transformer import FULL, SELECTIVE, Envelope
+from kernels.transformer import AR_COUNT, AR_ELEMS, WORK_SPLIT, WORK_TOTAL, Y_BOUNDARY
 
 #: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.
 OPTIMIZER_BYTES = 12.0
 
 
-def _at(env: Envelope, row, z):
-    """The largest stage's value ``max_h (total_h - split_h z)`` of envelope row ``row``."""
-    return jnp.max(env.total[row] - env.split[row] * z, axis=-1)
+def _at(lines, z):
+    """The largest stage's value ``max_h (total_h - split_h z)`` of envelope lines ``[H, 2]``."""
+    return jnp.max(lines[..., 0] - lines[..., 1] * z, axis=-1)
 
 
 def _split(p, own: _Own, net: Net):
@@ -87,12 +87,12 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     dp, misfit = _split(cfg.p, own, net)
     big_b = cfg.b * dp
     its = terms.iterations(net.dataset_samples, big_b)
-    row = jnp.clip(pp, 1, table.kept.shape[-1] - 1).astype(jnp.int32)
+    row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
+    mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
+    misc = table.misc[mode, row]
     z = 1.0 - 1.0 / tp
-    full, selective = own.recompute == FULL, own.recompute == SELECTIVE
-    plain = _at(table.flops, row, z)
-    stage = jnp.where(full, plain * (4.0 / 3.0), jnp.where(selective, _at(table.flops_sel, row, z), plain))
-    w_stage = _at(table.w, row, z)
+    stage = _at(table.flops[mode, row], z)
+    w_stage = _at(table.w[row], z)
     spf = terms.sec_per_flop(net, machine)
     # the data strategy's order of operations for one stage, the pipeline's for several
     one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage * spf
@@ -101,12 +101,10 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     delta = machine.bytes_per_element
     micro = cfg.b / s
     grad = _gradient_allreduce(machine, own, dp, delta * w_stage)
-    tensor = (s + pp - 1) * _tensor_allreduce(machine, table, row, full, tp, micro * delta)
-    p2p = _p2p(machine, net, cfg.p, own, s, dp, its, micro * delta)
-    act = jnp.where(
-        full, table.kept[row], jnp.where(selective, _at(table.act_sel, row, z), _at(table.act, row, z))
-    )
-    work = jnp.where(full, table.work_total - table.work_split * z, 0.0)
+    tensor = (s + pp - 1) * _tensor_allreduce(machine, misc, tp, micro * delta)
+    p2p = _p2p(machine, cfg.p, own, s, dp, its, micro * delta * misc[Y_BOUNDARY])
+    act = _at(table.act[mode, row], z)
+    work = misc[WORK_TOTAL] - misc[WORK_SPLIT] * z
     shards = jnp.where(own.zero > 0, dp, 1.0)
     mem = (2.0 * delta + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (
         jnp.minimum(pp, s) * act + work
@@ -145,24 +143,21 @@ def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
     return jnp.where(own.tp * own.pp == 1, mach.gradient_allreduce_s(machine, dp, msg_bytes, lk), flat)
 
 
-def _tensor_allreduce(machine: Machine, table, row, full, tp, micro_bytes):
+def _tensor_allreduce(machine: Machine, misc, tp, micro_bytes):
     """One micro-batch's tensor-parallel allreduces on the largest stage, on the tp group's link:
     ``n`` ring allreduces of ``micro_bytes * e / n`` bytes each (zero for tp = 1)."""
-    mode = full.astype(jnp.int32)
-    count = table.ar_count[row, mode]
-    elems = table.ar_elems[row, mode]
+    count, elems = misc[AR_COUNT], misc[AR_ELEMS]
     lk = mach.link(machine, tp)
     each = collectives.ring_allreduce_s(tp, micro_bytes * elems / jnp.maximum(count, 1.0), *lk)
     return count * each
 
 
-def _p2p(machine: Machine, net: Net, p, own: _Own, s, dp, its, micro_bytes):
+def _p2p(machine: Machine, p, own: _Own, s, dp, its, msg_bytes):
     """1F1B's point-to-point traffic per epoch: 2(S + pp - 2) messages of one micro-batch's
     boundary activations on the critical path (the pipeline strategy's, docs/model.md §10.4).
     Inter-node when the p GPUs span nodes, the NICs shared by the ``min(tp dp, gpus_per_node)``
     GPUs of a node sending at once."""
     pp = own.pp
-    row = jnp.clip(pp, 1, net.transformer.kept.shape[-1] - 1).astype(jnp.int32)
     share = mach.nic_share(machine, jnp.minimum(own.tp * dp, machine.gpus_per_node))
     inter = mach.first_inter_link(machine, share)
     inside = p <= machine.gpus_per_node
@@ -170,5 +165,5 @@ def _p2p(machine: Machine, net: Net, p, own: _Own, s, dp, its, micro_bytes):
         jnp.where(inside, machine.intra_alpha_s, inter.alpha_s),
         jnp.where(inside, 1.0 / machine.intra_bandwidth_Bps, inter.beta_s_per_byte),
     )
-    hop = collectives.p2p_s(micro_bytes * net.pipeline.y_boundary_max[row], *lk)
+    hop = collectives.p2p_s(msg_bytes, *lk)
     return jnp.where(pp > 1, its * 2.0 * (pp + s - 2) * hop, 0.0)
