@@ -46,6 +46,7 @@ from sweep.errors import InputError
 from sweep.inputs.configs import (
     HYBRIDS,
     PIPELINE,
+    TENSOR,
     Bound,
     Overheads,
     check_strategy,
@@ -361,6 +362,11 @@ def solve(bound: Bound, q: Question) -> Answer:
 def _solve(bound: Bound, q: Question) -> Answer:
     for s in (*q.strategies, *([q.beats] if q.beats else [])):
         check_strategy(s)
+        if s == TENSOR:
+            raise InputError(
+                f"{TENSOR} is not in codesign's questions yet (its tp, pp, recompute and zero are not "
+                "among the options): sweep the machine parameter with 'sweep run' and ask 'sweep best'"
+            )
     check_param(q.param)
     if q.target is None and q.beats is None:
         raise InputError("give a --target (e.g. 't_epoch_s <= 10') or a rival strategy with --beats")

@@ -37,6 +37,8 @@ from sweep.errors import InputError
 from sweep.inputs.configs import (
     HYBRIDS,
     PIPELINE,
+    TENSOR,
+    TENSOR_AXES,
     Bound,
     Overheads,
     default_p2,
@@ -143,6 +145,11 @@ def sensitivity(
 
 def _one(bound: Bound, strategy: str, p: int, b: int, p2: int | None, S: int | None, metric: str) -> pa.Table:
     # a library call may pass every axis; the CLI's estimate is the one that warns of unused ones
+    if strategy == TENSOR:
+        raise InputError(
+            f"{TENSOR}: ask for the sensitivities of a sweep's rows (sweep sensitivity DIR --where ...), "
+            "which carry its tp, pp, recompute and zero"
+        )
     p2, S = resolve_config(bound.profile, strategy, p, b, p2, S, warn=False)
     overrides = bound.profile.override_values(np.float64)
     names = tuple(overrides)
@@ -226,7 +233,9 @@ def _every(source, where: str | None, max_rows: int, metric: str) -> pa.Table:
             f"{n:,} rows match; sensitivities take at most {max_rows:,} (narrow --where or raise --max-rows)"
         )
     swept = [c for c in sw.schema.names if c in SCALAR_PARAMS]
-    cols = [c for c in ("model", "machine", "strategy", "p", "b", "p2", "S") if c in sw.schema.names]
+    cols = [
+        c for c in ("model", "machine", "strategy", "p", "b", "p2", "S", *TENSOR_AXES) if c in sw.schema.names
+    ]
     table = sw.to_table(where, [*cols, *swept])
     bounds = _bounds(sw, table)
     pieces = []
@@ -262,9 +271,10 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
     p2, S = defaults(
         p,
         given["p2"] if strategy in HYBRIDS else None,
-        given["S"] if strategy == PIPELINE else None,
+        given["S"] if strategy in (PIPELINE, TENSOR) else None,
         np.full(n, float(gpn)),
     )
+    tensor = [col(k, d) for k, d in zip(TENSOR_AXES, (1, 1, 0, 0), strict=True)]  # data+tensor+pipeline's
     fixed = bound.profile.override_values(np.float64, skip=swept)
     names = (*swept, *fixed)
     values = [col(k, 0) for k in swept] + [np.full(n, v) for v in fixed.values()]
@@ -274,7 +284,7 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
     def pad(v):
         return jnp.asarray(np.concatenate([v, np.repeat(v[-1:], size - n)]))
 
-    cfg = Config(*(pad(v) for v in (p, b, p2, S)))
+    cfg = Config(*(pad(v) for v in (p, b, p2, S, *tensor)))
     t, e, limit = g(
         _f64(bound.net), _f64(bound.profile.pytree(np.float64)), cfg, tuple(pad(v) for v in values)
     )

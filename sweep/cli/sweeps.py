@@ -211,11 +211,13 @@ def models() -> None:
     from kernels.network import forward_flops
     from sweep.inputs.architectures import BUILTIN
     from sweep.inputs.layers import to_arrays
+    from sweep.inputs.transformers import GPT3, load_gpt
 
     click.echo(
         f"{'name':<15} {'dataset':<10} {'samples':>10} {'layers':>6} {'weights':>12} {'GFLOP/sample':>12}  measured"
     )
-    for name, build in BUILTIN.items():
+    gpt3 = {name: (lambda n=name: load_gpt(n)) for name in GPT3}
+    for name, build in {**BUILTIN, **gpt3}.items():
         model = build()
         arrays = to_arrays(model)
         gflop = 3 * forward_flops(arrays.kind, arrays.x, arrays.w, arrays.y).sum() / 1e9

@@ -61,3 +61,33 @@ def test_tensor_sweep_keep_top(tmp_path):
     api.run(SPEC, tmp_path / "top", keep="top:3:t_epoch_s")
     rows = ds.dataset(tmp_path / "top").to_table().to_pylist()
     assert len(rows) == 3 and all(r["limit_reason"] is None for r in rows)
+
+
+def test_sensitivity_of_tensor_rows(tmp_path):
+    """sweep sensitivity rebuilds each row's tp, pp, recompute and zero from the data: its t_epoch_s
+    is the row's; codesign refuses the strategy rather than answer for tp = pp = 1."""
+    from sweep.errors import InputError
+
+    api.run(SPEC, tmp_path / "s", x64=True)
+    where = "strategy == 'data+tensor+pipeline' and feasible and tp == 2 and pp == 2 and recompute == 2"
+    rows = ds.dataset(tmp_path / "s").to_table().to_pylist()
+    want = {
+        (r["p"], r["b"], r["S"], r["zero"]): r["t_epoch_s"]
+        for r in rows
+        if r["strategy"] == "data+tensor+pipeline"
+        and r["feasible"]
+        and (r["tp"], r["pp"], r["recompute"]) == (2, 2, 2)
+    }
+    got = api.sensitivity(tmp_path / "s", where=where).to_pylist()
+    assert len(got) == len(want) > 0
+    assert sorted(r["t_epoch_s"] for r in got) == pytest.approx(sorted(want.values()), rel=1e-12)
+    with pytest.raises(InputError, match="not in codesign"):
+        api.codesign(
+            SPEC["model"],
+            "a100-ib800",
+            "data+tensor+pipeline",
+            param="efficiency",
+            p=8,
+            b=8,
+            target="t_epoch_s <= 1",
+        )
