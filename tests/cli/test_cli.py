@@ -57,6 +57,10 @@ BUILTIN_MODELS = (
     "cosmoflow-128",
     "cosmoflow-256",
     "cosmoflow-512",
+    # GPT-3 shapes of Brown et al. 2020, Table 2.1 (sweep/inputs/transformers.py)
+    "gpt3-1.3b",
+    "gpt3-13b",
+    "gpt3-175b",
 )
 IMAGENET_SAMPLES = 1_281_167
 #: Weight elements of the built-in ResNet-50: torchvision's 25,557,032 without the
