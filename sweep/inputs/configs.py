@@ -50,7 +50,10 @@ class Bound:
 
     @classmethod
     def of(cls, model: Model, profile: MachineProfile) -> Bound:
-        return cls(model, profile, bind(model, profile.measured_key, profile.ref_rate_flops))
+        net = bind(model, profile.measured_key, profile.ref_rate_flops)
+        if model.name in profile.compute_scale:  # a calibrated model's compute (docs/trust.md)
+            net = net._replace(t_measured_s=net.t_measured_s * profile.compute_scale[model.name])
+        return cls(model, profile, net)
 
 
 def default_p2(profile: MachineProfile) -> int:
