@@ -373,14 +373,21 @@ def check_overhead(value, origin: str, key: str, additive: bool = False) -> floa
     return float(value)
 
 
+#: An additive overhead per element of a model's input sample: seconds per input element per sample
+#: of ``b`` per iteration (moving each input sample to its GPUs); a bound model turns it into
+#: ``per_sample_s`` (:func:`sweep.inputs.configs.model_overheads`).
+INPUT_TERM = "per_input_s"
+
+
 def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
     """``[overheads.<strategy>]`` tables: ``compute``, ``allreduce``, ``allgather``, ``halo``,
     ``p2p`` factors > 0 on that strategy's terms, and ``per_iter_s``, ``per_sample_s``
     additive seconds >= 0 (per iteration, per sample of ``b`` per iteration), applied by
-    :func:`kernels.terms.scale_terms`."""
+    :func:`kernels.terms.scale_terms`; ``per_input_s`` seconds >= 0 per element of the
+    model's input sample, added to ``per_sample_s`` for each model."""
     if not isinstance(table, dict):
         raise InputError("must be a table of [overheads.<strategy>] tables", where(origin, key="overheads"))
-    known = (*OVERHEAD_TERMS, *ADDITIVE_TERMS)
+    known = (*OVERHEAD_TERMS, *ADDITIVE_TERMS, INPUT_TERM)
     out: dict[str, dict[str, float]] = {}
     for strategy, terms in table.items():
         key = f"overheads.{strategy}"
@@ -398,7 +405,8 @@ def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
                 raise InputError(
                     f"unknown term (known: {', '.join(known)})", where(origin, key=f"{key}.{term}")
                 )
-            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}", term in ADDITIVE_TERMS)
+            additive = term in ADDITIVE_TERMS or term == INPUT_TERM
+            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}", additive)
     return out
 
 

@@ -35,15 +35,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import SCALAR_PARAMS, STRATEGIES
-from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
+from kernels.terms import ADDITIVE_TERMS as KERNEL_ADDITIVE
+from kernels.terms import OVERHEAD_TERMS
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
-from sweep.inputs.machines import MachineProfile, override
+from sweep.inputs.configs import input_elems, model_overheads
+from sweep.inputs.machines import INPUT_TERM, MachineProfile, override
 from sweep.inputs.measured import Measurements
 from sweep.trust.objective import Settings, prior_width, rho, run_weights
 from sweep.trust.validation import groups
 
 COMM_TERMS: tuple[str, ...] = ("allreduce", "allgather", "halo", "p2p")
+#: Additive overheads (seconds): per iteration, per sample, per input element per sample.
+ADDITIVE_TERMS: tuple[str, ...] = (*KERNEL_ADDITIVE, INPUT_TERM)
 TIES: dict[str, tuple[str, ...]] = {"comm": COMM_TERMS, "all": OVERHEAD_TERMS}
 #: Scalar machine parameters that cannot be fitted, and why.
 NOT_FITTABLE: dict[str, str] = {
@@ -61,10 +65,14 @@ HESSIAN_STEP = 1e-4
 #: Default bounds of a model's compute scale.
 MODEL_BOUNDS = (0.1, 10.0)
 #: Default bounds of an additive overhead, seconds (per iteration; per sample of b per iteration) ...
-ADDITIVE_BOUNDS: dict[str, tuple[float, float]] = {"per_iter_s": (0.0, 100.0), "per_sample_s": (0.0, 1.0)}
+ADDITIVE_BOUNDS: dict[str, tuple[float, float]] = {
+    "per_iter_s": (0.0, 100.0),
+    "per_sample_s": (0.0, 1.0),
+    "per_input_s": (0.0, 1e-4),
+}
 #: ... and its floor: it lives in log(value + floor) space, so it can reach 0 (below the floor it is
 #: effectively linear). The floors are far below the costs that matter (ms per iteration or sample).
-ADDITIVE_FLOOR: dict[str, float] = {"per_iter_s": 1e-5, "per_sample_s": 1e-6}
+ADDITIVE_FLOOR: dict[str, float] = {"per_iter_s": 1e-5, "per_sample_s": 1e-6, "per_input_s": 1e-12}
 
 
 @dataclass(frozen=True)
@@ -267,8 +275,9 @@ class Problem:
         self.additive = np.asarray([p.additive for p in self.params], bool)
         self._groups = groups(meas)
         for g in self._groups:
-            if g.profile is not profile:
+            if g.profile.name != profile.name or g.machine != self._groups[0].machine:
                 raise InputError("calibration needs every run predicted on the one machine it fits")
+        self._inputs = {g.model: input_elems(meas.bounds[(g.machine, g.model)].model) for g in self._groups}
         self._objective = self._make_objective()
         self.objective_and_grad: Callable = jax.jit(jax.value_and_grad(self._objective))
         self._hessian: Callable | None = None
@@ -339,7 +348,7 @@ class Problem:
         scales = {p.model: values[i] for i, p in enumerate(self.params) if p.model is not None}
         out = jnp.zeros(len(self.meas.runs), jnp.float64)
         for g in self._groups:
-            f = point_fn(g.strategy, (), overheads=overheads)
+            f = point_fn(g.strategy, (), overheads=model_overheads(overheads, self._inputs[g.model]))
             net, cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), (g.net, g.cfg))
             model = self.meas.bounds[(g.machine, g.model)].model.name
             if model in scales:

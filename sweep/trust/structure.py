@@ -20,7 +20,11 @@ shared physics first:
   the network's;
 - ``factors``: per measured strategy, factors on its compute and its
   communication, deviations from the shared physics under their priors;
-- ``additive``: per measured strategy, seconds per sample and per iteration.
+- ``additive``: per measured strategy, seconds per sample and per iteration;
+- ``input``: per measured strategy, seconds per element of a model's input
+  sample (``per_input_s``): the cost of moving each sample to its GPUs, which
+  carries from a 224x224 image to a 512^3 volume where a cost per sample
+  cannot.
 
 :func:`choose` fits every candidate in every leave-one-model-out fold and
 keeps the best one that is never worse than nothing (docs/trust.md): a
@@ -65,10 +69,10 @@ STRUCTURES: tuple[Structure, ...] = tuple(
     Structure(name, groups, scale)
     for scale in (1.0, 0.5, 0.25)
     for name, groups in (
-        ("models", ("models",)),
         ("physics", _PHYSICS),
-        ("physics+factors", (*_PHYSICS, "factors")),
-        ("physics+overheads", (*_PHYSICS, "factors", "additive")),
+        ("physics+input", (*_PHYSICS, "input")),
+        ("physics+factors+input", (*_PHYSICS, "factors", "input")),
+        ("physics+overheads+input", (*_PHYSICS, "factors", "additive", "input")),
     )
 )
 #: The profile itself: nothing fitted. Always a candidate, and the fallback of last resort.
@@ -88,6 +92,7 @@ def parameter_groups(
         "collectives": [f"collective.{t}" for t in COMM_TERMS],
         "factors": [f"overheads.{s}.{t}" for s in strategies for t in ("compute", "comm")],
         "additive": [f"overheads.{s}.{t}" for s in strategies for t in ("per_sample_s", "per_iter_s")],
+        "input": [f"overheads.{s}.per_input_s" for s in strategies],
     }
     for name, names in (extra or {}).items():
         out[name] = list(names)
