@@ -438,3 +438,18 @@ def test_every_strategy_pair_has_a_fit_name(abci):
     ]
     assert [p.name for p in parse_fit(names, abci)] == names
     assert dataclasses.asdict(parse_fit("overheads.pipeline.p2p=0.5:4", abci)[0])["lo"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--loss", "cubic"], "cubic"),
+        (["--loss-scale", "0"], "--loss-scale must be a number > 0"),
+        (["--prior-scale", "-1"], "--prior-scale must be a number > 0"),
+        (["--quality-weight", "fair"], "QUALITY=WEIGHT"),
+    ],
+)
+def test_cli_calibrate_refuses_bad_objective_options(runner, tmp_path, args, needle):
+    result = runner.invoke(cli, ["calibrate", str(small_csv(tmp_path)), "--machine", "abci", *args])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output + result.stderr

@@ -241,3 +241,38 @@ def test_flags_name_held_out_groups_worse_than_nothing_whose_strategy_was_traine
     held = np.array([1.0, 2.0, 2.0])  # both AlexNet groups held out at half their accuracy
     # data was trained on (ResNet-50's runs): flagged; pipeline only AlexNet measured: not
     assert flags(meas, folds, held, uncal) == [("alexnet", "data", 0.5, 1.0)]
+
+
+# ------------------------------------------------------------------------- calibrated machine files
+
+
+def test_a_cost_per_input_element_is_a_cost_per_sample_of_each_models_input(abci):
+    """per_input_s times the model's input elements (AlexNet 3x224x224 = 150,528; CosmoFlow-512
+    4x512^3 = 536,870,912) is the per_sample_s the model gets."""
+    from sweep.api import estimate
+
+    per_input = fitted_profile(abci, {"overheads.data+spatial.per_input_s": 2e-8}, transfer=False)
+    for model, elems in (("alexnet", 150_528), ("cosmoflow-512", 536_870_912)):
+        per_sample = fitted_profile(
+            abci, {"overheads.data+spatial.per_sample_s": 2e-8 * elems}, transfer=False
+        )
+        a = estimate(model, per_input, "data+spatial", p=8, b=2)["t_iter_s"]
+        b = estimate(model, per_sample, "data+spatial", p=8, b=2)["t_iter_s"]
+        assert a == pytest.approx(b, rel=1e-12)
+        base = estimate(model, abci, "data+spatial", p=8, b=2)["t_iter_s"]
+        assert a - base == pytest.approx(2 * 2e-8 * elems, rel=1e-6)  # b = 2 samples per group
+
+
+def test_a_models_compute_scale_multiplies_its_compute_only(abci):
+    from sweep.api import estimate
+
+    scaled = fitted_profile(abci, {"model.alexnet.compute": 1.5}, transfer=False)
+    assert scaled.compute_scale == {"alexnet": 1.5}
+    one = estimate("alexnet", abci, "data", p=1, b=64)
+    assert estimate("alexnet", scaled, "data", p=1, b=64)["t_comp_s"] == pytest.approx(
+        1.5 * one["t_comp_s"],
+        rel=0.05,  # the weight update (not per sample) is not scaled
+    )
+    other = estimate("resnet50", scaled, "data", p=8, b=64)
+    assert other.pop("machine") == "abci-calibrated"
+    assert other == {k: v for k, v in estimate("resnet50", abci, "data", p=8, b=64).items() if k != "machine"}
