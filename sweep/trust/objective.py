@@ -142,6 +142,10 @@ def rho(u, loss: str):
     return 0.5 * u * u
 
 
+#: Width of a machine parameter :data:`PRIOR_WIDTHS` does not name (one a kernel adds later).
+DEFAULT_WIDTH = 0.5
+
+
 def prior_width(name: str) -> float:
     """The prior width of a fitted parameter by its name (see :data:`PRIOR_WIDTHS`)."""
     if name in PRIOR_WIDTHS:
@@ -149,7 +153,4 @@ def prior_width(name: str) -> float:
     head, _, term = name.rpartition(".")
     if name.startswith("overheads."):
         return PRIOR_WIDTHS.get(term, PRIOR_WIDTHS["factor"])
-    kind = head.partition(".")[0]
-    if kind in PRIOR_WIDTHS:
-        return PRIOR_WIDTHS[kind]
-    raise KeyError(name)
+    return PRIOR_WIDTHS.get(head.partition(".")[0], DEFAULT_WIDTH)
