@@ -124,7 +124,9 @@ def estimate(
     ``p`` GPUs, ``b`` samples per data-parallel replica, ``p2`` a hybrid's group size
     (default gpus_per_node), ``S`` a pipeline's micro-batches (default p; 1 for
     data+tensor+pipeline), ``tp``, ``pp``, ``recompute`` (none, selective, full) and
-    ``zero`` (0 or 1) data+tensor+pipeline's own (docs/model.md §16).
+    ``zero`` (0 or 1) data+tensor+pipeline's own (docs/model.md §16). On a calibrated
+    machine file (one with a ``[calibration]`` table) the row also has ``t_iter_s_lo`` and
+    ``t_iter_s_hi``, the 80 % prediction interval of ``t_iter_s`` (docs/trust.md).
 
     >>> row = sweep.estimate("resnet50", "abci", "data", p=1024, b=32)
     >>> round(row["t_epoch_s"], 2), round(row["t_comp_s"], 2)   # an epoch: 3.9 s of it computing
@@ -138,7 +140,12 @@ def estimate(
     tensor = checked_tensor(tp, pp, recompute, zero)
     bound = bind(model, machine, set=set, lc=lc)
     with backend.computation(x64=True):
-        return one(bound, strategy, p, b, p2, S, tensor)
+        row = one(bound, strategy, p, b, p2, S, tensor)
+        if bound.profile.posterior is not None:  # a calibrated file: t_iter_s's 80 % interval
+            from sweep.trust.intervals import estimate_interval
+
+            row["t_iter_s_lo"], row["t_iter_s_hi"] = estimate_interval(bound, row)
+        return row
 
 
 def load(spec: str | Path | Mapping | SweepSpec) -> SweepSpec:
@@ -417,7 +424,8 @@ def validate(
     ``machine`` for all. ``out`` writes the table (``.csv``/``.parquet``), ``plot`` a figure.
 
     The result's ``summaries`` hold the mean accuracy per (model, strategy) and overall
-    (the last), ``lines()`` the report, ``warnings`` the rows skipped.
+    (the last), ``lines()`` the report (with the strategy rankings, and on a calibrated
+    machine each run's 80 % interval and their coverage), ``warnings`` the rows skipped.
 
     >>> v = sweep.validate("grids/measurements/abci_chainer_public.csv")
     >>> v.summaries[-1].acc_mean         # mean symmetric accuracy over every run
@@ -430,10 +438,16 @@ def validate(
         raise InputError("-o must end in .csv or .parquet", str(out))
     if plot is not None and Path(plot).suffix not in (".png", ".pdf", ".svg"):
         raise InputError("--plot must end in .png, .pdf or .svg", str(plot))
-    meas, _, warnings = read_runs(measured, machine, set, strict)
+    meas, profile, warnings = read_runs(measured, machine, set, strict)
     with backend.computation(x64=True):
         pred = validation.predict(meas)
-    result = Validation(meas, pred, validation.summarize(meas, pred.t_iter_s), warnings)
+        interval = None
+        if profile is not None and profile.posterior is not None:  # a calibrated file: 80 % intervals
+            from sweep.trust.intervals import predictive
+
+            _, lo, hi = predictive(meas, profile)
+            interval = (lo, hi)
+    result = Validation(meas, pred, validation.summarize(meas, pred.t_iter_s), warnings, interval=interval)
     if out is not None:
         result.written.append(validation.write_table(meas, pred.t_iter_s, out))
     if plot is not None:
@@ -452,16 +466,23 @@ def calibrate(
     set: Sets = None,
     strict: bool = False,
     out: str | Path | None = None,
+    loss: str = "cauchy",
+    loss_scale: float = 0.2,
+    prior_scale: float = 1.0,
+    quality: str | Sequence[str] | None = None,
 ) -> Calibrated:
-    """Fit machine parameters and per-strategy overheads to measured iteration times
-    (``sweep calibrate``): L-BFGS on the mean squared log error, gradients by :func:`jax.grad`,
-    in float64.
+    """Fit machine parameters, per-model compute scales and per-strategy overheads to measured
+    iteration times (``sweep calibrate``, docs/trust.md): a MAP fit (robust weighted loss on log
+    ratios, priors on every parameter) by L-BFGS, gradients by :func:`jax.grad`, in float64.
 
     ``fit`` names the parameters (``"inter_bandwidth_Bps=1e9:1e11,overheads.data.all"``;
-    default: those the runs can identify); ``cv`` is a number of folds, ``"model"`` (leave
-    one model out) or 0. ``out`` writes the calibrated machine ``.toml``. The result's
-    ``profile`` is the calibrated machine (it goes wherever a machine does), ``lines()``
-    the report, ``toml()`` the file.
+    default: the candidate structure that predicts best leaving one model out); ``cv`` is a
+    number of folds, ``"model"`` (leave one model out) or 0. ``loss`` (``cauchy``, ``huber``,
+    ``l2``) and ``loss_scale`` set the robust loss, ``prior_scale`` multiplies every prior
+    width, ``quality`` (``"fair=0.1,good=1"``) the weight of a run by its ``quality`` column.
+    ``out`` writes the calibrated machine ``.toml``. The result's ``profile`` is the
+    calibrated machine (it goes wherever a machine does), ``lines()`` the report, ``toml()``
+    the file.
 
     >>> c = sweep.calibrate("grids/measurements/abci_chainer_public.csv", "abci", cv=0)
     >>> sweep.estimate("resnet50", c.profile, "data", p=64, b=32)["t_iter_s"]
@@ -469,16 +490,18 @@ def calibrate(
     from sweep.engine import backend
     from sweep.trust.calibrate import calibrate as fit_runs
     from sweep.trust.calibrate import parse_fit
+    from sweep.trust.objective import Settings, parse_quality
     from sweep.trust.report import Calibrated, check_toml_path, read_runs
 
     folds = _cv(cv)
+    settings = Settings(loss, float(loss_scale), parse_quality(quality), prior_scale=float(prior_scale))
     if out is not None:
         check_toml_path(out)
     meas, profile, warnings = read_runs(measured, machine, set, strict)
     assert profile is not None
     params = parse_fit(fit, profile) if fit else None
     with backend.computation(x64=True):
-        cal = fit_runs(meas, profile, params, folds)
+        cal = fit_runs(meas, profile, params, folds, settings)
     result = Calibrated(cal, meas, profile, str(measured), name, transfer, warnings)
     if out is not None:
         result.write(out)

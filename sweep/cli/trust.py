@@ -84,18 +84,50 @@ def validate(csv_path, machine_spec, sets, strict, out, plot_path, summary_only)
     show_default=True,
     help="Give spatial and filter the overheads fitted for data+spatial and data+filter.",
 )
+@click.option(
+    "--loss",
+    type=click.Choice(["cauchy", "huber", "l2"]),
+    default="cauchy",
+    show_default=True,
+    help="Robust loss on each run's log(predicted/measured).",
+)
+@click.option(
+    "--loss-scale", type=float, default=0.2, show_default=True, help="Scale of the loss, log units."
+)
+@click.option(
+    "--prior-scale",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Multiply every prior width (smaller: stay nearer the profile).",
+)
+@click.option(
+    "--quality-weight",
+    "quality",
+    multiple=True,
+    metavar="QUALITY=W",
+    help="Weight of runs by their quality column [fair=0.1, good=1; others 1].",
+)
 @_sets
 @_strict
 @handle_errors
-def calibrate(csv_path, machine_spec, fit_items, out, name, cv, transfer, sets, strict) -> None:
-    """Fit machine parameters and per-strategy overheads (factors and additive seconds) to measured
+def calibrate(
+    csv_path, machine_spec, fit_items, out, name, cv, transfer, loss, loss_scale, prior_scale, quality, sets,
+    strict,
+) -> None:  # fmt: skip
+    """Fit machine parameters, per-model compute scales and per-strategy overheads to measured
     iteration times.
 
-    Minimises the mean squared log error of iteration time by L-BFGS, with
-    gradients from jax.grad through the sweep kernels, in float64. Prints
-    the fitted values, the accuracy on the runs fitted (train) and under
-    cross-validation, and writes a machine file that estimate, run and
-    validate accept.
+    A MAP fit: a robust loss on each run's log(predicted/measured), weighted
+    by its quality and spread, plus a prior on every parameter around the
+    profile's value; L-BFGS with gradients from jax.grad through the sweep
+    kernels, in float64. Without --fit, candidate structures (shared physics,
+    then per-strategy overheads) are compared leaving one model out and the
+    best one never worse than uncalibrated is fitted. Prints the fitted
+    values and how many prior widths they moved, the accuracy on the runs
+    fitted (train) and under cross-validation, the held-out intervals'
+    coverage and the strategy rankings, and writes a machine file that
+    estimate, run and validate accept (with what its intervals need).
 
     \b
     Example:
@@ -107,7 +139,8 @@ def calibrate(csv_path, machine_spec, fit_items, out, name, cv, transfer, sets, 
 
     result = api.calibrate(
         csv_path, machine_spec, fit=fit_items or None, cv=cv, name=name, transfer=transfer,
-        set=parse_set(sets), strict=strict, out=out,
+        set=parse_set(sets), strict=strict, out=out, loss=loss, loss_scale=loss_scale,
+        prior_scale=prior_scale, quality=quality or None,
     )  # fmt: skip
     _warn(result.warnings)
     for line in result.lines():

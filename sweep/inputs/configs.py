@@ -6,8 +6,9 @@ completed (:func:`resolve`), and a model bound to a machine profile (:class:`Bou
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from kernels.network import Net
 from kernels.transformer import RECOMPUTE
 from sweep.errors import InputError
 from sweep.inputs.layers import Model, bind
-from sweep.inputs.machines import MachineProfile
+from sweep.inputs.machines import INPUT_TERM, MachineProfile
 
 #: Strategies whose rows use the p2 axis, and the one that uses S.
 HYBRIDS = frozenset({"data+filter", "data+spatial"})
@@ -96,7 +97,31 @@ class Bound:
 
     @classmethod
     def of(cls, model: Model, profile: MachineProfile) -> Bound:
-        return cls(model, profile, bind(model, profile.measured_key, profile.ref_rate_flops))
+        """``model`` on ``profile``; a calibrated profile's compute scale and cost per input element
+        of this model applied (docs/trust.md, *Calibrated machine files*)."""
+        net = bind(model, profile.measured_key, profile.ref_rate_flops)
+        if model.name in profile.compute_scale:
+            net = net._replace(t_measured_s=net.t_measured_s * profile.compute_scale[model.name])
+        if any(INPUT_TERM in t for t in profile.overheads.values()):
+            profile = replace(profile, overheads=model_overheads(profile.overheads, input_elems(model)))
+        return cls(model, profile, net)
+
+
+def input_elems(model: Model) -> float:
+    """Elements of one input sample of ``model``: its first layer's input, ``C X1 X2 X3``."""
+    return float(np.prod([v for v in model.layers[0].x if v]))
+
+
+def model_overheads(overheads: Mapping[str, Mapping[str, Any]], elems) -> dict[str, dict[str, Any]]:
+    """An overheads table for a model whose input sample has ``elems`` elements: each strategy's
+    ``per_input_s`` becomes ``per_sample_s += per_input_s * elems`` (values may be traced)."""
+    out = {}
+    for strategy, terms in overheads.items():
+        table = {k: v for k, v in terms.items() if k != INPUT_TERM}
+        if INPUT_TERM in terms:
+            table["per_sample_s"] = table.get("per_sample_s", 0.0) + terms[INPUT_TERM] * elems
+        out[strategy] = table
+    return out
 
 
 def default_p2(profile: MachineProfile) -> int:

@@ -117,6 +117,22 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
 
 
 @dataclass(frozen=True)
+class Posterior:
+    """A calibrated file's ``[calibration]`` table: the fitted parameters' coordinates
+    ``log(value + floor)`` and their covariance (a Laplace approximation), the spread of held-out
+    log residuals, and how the fit was chosen (docs/trust.md, *Prediction intervals*)."""
+
+    structure: str
+    cv: str
+    cv_accuracy: float
+    spread_log: float
+    params: tuple[str, ...]
+    log_values: tuple[float, ...]
+    floors: tuple[float, ...]
+    covariance: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
 class MachineProfile:
     """A validated machine file. ``params`` holds the scalars of :data:`kernels.SCALAR_PARAMS`
     except the inter-level ones, which are the per-level lists."""
@@ -136,6 +152,10 @@ class MachineProfile:
     #: machine whose measured per-sample times apply here, and its gpu_flops * efficiency
     measured_as: str = ""
     measured_rate_flops: float = 0.0
+    #: model name -> factor on its measured per-sample compute time here (``[compute_scale]``)
+    compute_scale: dict[str, float] = field(default_factory=dict)
+    #: what ``sweep calibrate`` fitted, for prediction intervals (``[calibration]``), or None
+    posterior: Posterior | None = None
 
     @property
     def measured_key(self) -> str:
@@ -219,6 +239,7 @@ class MachineProfile:
             "overrides": self.overrides,
             "overheads": self.overheads,
             "measured": {"machine": self.measured_key, "rate_flops": self.ref_rate_flops},
+            **({"compute_scale": self.compute_scale} if self.compute_scale else {}),
             "source": self.source,
             "sources": list(self.sources),
         }
@@ -242,6 +263,8 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         "inter",
         "overheads",
         "measured",
+        "compute_scale",
+        "calibration",
     }
     for key in doc:
         if key not in known:
@@ -256,6 +279,8 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         raise InputError("must be a list of strings", where(origin, key="sources"))
     measured_as, measured_rate = parse_measured(doc.get("measured"), origin)
     return MachineProfile(
+        compute_scale=parse_compute_scale(doc.get("compute_scale", {}), origin),
+        posterior=parse_posterior(doc.get("calibration"), origin),
         overheads=parse_overheads(doc.get("overheads", {}), origin),
         measured_as=measured_as,
         measured_rate_flops=measured_rate,
@@ -348,14 +373,21 @@ def check_overhead(value, origin: str, key: str, additive: bool = False) -> floa
     return float(value)
 
 
+#: An additive overhead per element of a model's input sample: seconds per input element per sample
+#: of ``b`` per iteration (moving each input sample to its GPUs); a bound model turns it into
+#: ``per_sample_s`` (:func:`sweep.inputs.configs.model_overheads`).
+INPUT_TERM = "per_input_s"
+
+
 def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
     """``[overheads.<strategy>]`` tables: ``compute``, ``allreduce``, ``allgather``, ``halo``,
     ``p2p`` factors > 0 on that strategy's terms, and ``per_iter_s``, ``per_sample_s``
     additive seconds >= 0 (per iteration, per sample of ``b`` per iteration), applied by
-    :func:`kernels.terms.scale_terms`."""
+    :func:`kernels.terms.scale_terms`; ``per_input_s`` seconds >= 0 per element of the
+    model's input sample, added to ``per_sample_s`` for each model."""
     if not isinstance(table, dict):
         raise InputError("must be a table of [overheads.<strategy>] tables", where(origin, key="overheads"))
-    known = (*OVERHEAD_TERMS, *ADDITIVE_TERMS)
+    known = (*OVERHEAD_TERMS, *ADDITIVE_TERMS, INPUT_TERM)
     out: dict[str, dict[str, float]] = {}
     for strategy, terms in table.items():
         key = f"overheads.{strategy}"
@@ -373,7 +405,8 @@ def parse_overheads(table, origin: str) -> dict[str, dict[str, float]]:
                 raise InputError(
                     f"unknown term (known: {', '.join(known)})", where(origin, key=f"{key}.{term}")
                 )
-            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}", term in ADDITIVE_TERMS)
+            additive = term in ADDITIVE_TERMS or term == INPUT_TERM
+            out[strategy][term] = check_overhead(value, origin, f"{key}.{term}", additive)
     return out
 
 
@@ -396,6 +429,61 @@ def parse_measured(table, origin: str) -> tuple[str, float]:
     if "rate_flops" not in table:
         raise InputError("missing required key", where(origin, key="measured.rate_flops"))
     return name, check_param("gpu_flops", table["rate_flops"], origin, "measured.rate_flops")
+
+
+def parse_compute_scale(table, origin: str) -> dict[str, float]:
+    """``[compute_scale]``: model name = factor > 0 on that model's measured per-sample time."""
+    if not isinstance(table, dict):
+        raise InputError("must be a table of model = factor", where(origin, key="compute_scale"))
+    return {str(k): check_overhead(v, origin, f"compute_scale.{k}") for k, v in table.items()}
+
+
+def _numbers(value, origin: str, key: str, n: int | None = None) -> tuple[float, ...]:
+    ok = isinstance(value, list) and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
+    )
+    if not ok or (n is not None and len(value) != n):
+        size = f"{n} " if n is not None else ""
+        raise InputError(f"must be a list of {size}finite numbers", where(origin, key=key))
+    return tuple(float(x) for x in value)
+
+
+def parse_posterior(table, origin: str) -> Posterior | None:
+    """``[calibration]`` (written by ``sweep calibrate``), checked: names, coordinates, floors and a
+    square covariance of the same length, a spread >= 0."""
+    if table is None:
+        return None
+    key = "calibration"
+    if not isinstance(table, dict):
+        raise InputError("must be a table", where(origin, key=key))
+    fields = ("structure", "cv", "cv_accuracy", "spread_log", "params", "log_values", "floors", "covariance")
+    for k in table:
+        if k not in fields:
+            raise InputError("unknown key", where(origin, key=f"{key}.{k}"))
+    for k in fields:
+        if k not in table:
+            raise InputError("missing required key", where(origin, key=f"{key}.{k}"))
+    names = table["params"]
+    if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+        raise InputError("must be a list of parameter names", where(origin, key=f"{key}.params"))
+    n = len(names)
+    cov = table["covariance"]
+    if not isinstance(cov, list) or len(cov) != n:
+        raise InputError(f"must be {n} rows of {n} numbers", where(origin, key=f"{key}.covariance"))
+    rows = tuple(_numbers(r, origin, f"{key}.covariance", n) for r in cov)
+    spread = _numbers([table["spread_log"]], origin, f"{key}.spread_log")[0]
+    if spread < 0:
+        raise InputError(f"must be >= 0, got {spread:g}", where(origin, key=f"{key}.spread_log"))
+    return Posterior(
+        structure=str(table["structure"]),
+        cv=str(table["cv"]),
+        cv_accuracy=_numbers([table["cv_accuracy"]], origin, f"{key}.cv_accuracy")[0],
+        spread_log=spread,
+        params=tuple(names),
+        log_values=_numbers(table["log_values"], origin, f"{key}.log_values", n),
+        floors=_numbers(table["floors"], origin, f"{key}.floors", n),
+        covariance=rows,
+    )
 
 
 def _toml_value(value) -> str:
@@ -457,7 +545,32 @@ def to_toml(profile: MachineProfile, comments: tuple[str, ...] = ()) -> str:
         if terms:
             lines += ["", f"[overheads.{_toml_key(strategy)}]"]
             lines += [f"{term} = {_toml_value(v)}" for term, v in terms.items()]
+    if profile.compute_scale:
+        lines += ["", "[compute_scale]          # model = factor on its measured per-sample time"]
+        lines += [f"{_toml_key(m)} = {_toml_value(v)}" for m, v in profile.compute_scale.items()]
+    if profile.posterior is not None:
+        lines += _posterior_lines(profile.posterior)
     return "\n".join(lines) + "\n"
+
+
+def _posterior_lines(post: Posterior) -> list[str]:
+    def numbers(values) -> str:
+        return "[" + ", ".join(_toml_value(v) for v in values) + "]"
+
+    return [
+        "",
+        "[calibration]            # the fit's posterior, for prediction intervals (docs/trust.md)",
+        f"structure = {_toml_value(post.structure)}",
+        f"cv = {_toml_value(post.cv)}",
+        f"cv_accuracy = {_toml_value(post.cv_accuracy)}",
+        f"spread_log = {_toml_value(post.spread_log)}",
+        "params = [" + ", ".join(_toml_value(n) for n in post.params) + "]",
+        f"log_values = {numbers(post.log_values)}",
+        f"floors = {numbers(post.floors)}",
+        "covariance = [           # 6 significant digits",
+        *("  [" + ", ".join(f"{v:.6g}" for v in row) + "]," for row in post.covariance),
+        "]",
+    ]
 
 
 def builtin_names() -> list[str]:

@@ -10,32 +10,36 @@ command's report and machine file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
 from sweep.errors import InputError
-from sweep.inputs.machines import MachineProfile
+from sweep.inputs.machines import MachineProfile, Posterior
 from sweep.inputs.measured import Measurements
-from sweep.trust.fit import (
-    Fit,
-    Objective,
-    Selection,
-    cross_validate,
-    fit,
-    fit_default,
-    lbfgs,
-    make_folds,
-    select_identifiable,
-)
+from sweep.trust import intervals
+from sweep.trust.fit import Fit, Objective, cross_validate, fit, lbfgs, make_folds, prior_z
+from sweep.trust.objective import Settings
 from sweep.trust.problem import (
     Param,
     Problem,
     add_overhead,
-    default_candidates,
     make_param,
+    model_of,
     overhead_target,
     parse_fit,
+)
+from sweep.trust.structure import (
+    STRUCTURES,
+    Candidate,
+    Structure,
+    candidate_params,
+    choose,
+    fit_procedure,
+    fit_structure,
+    parameter_groups,
 )
 
 __all__ = [
@@ -44,18 +48,16 @@ __all__ = [
     "Objective",
     "Param",
     "Problem",
-    "Selection",
+    "Settings",
+    "Structure",
     "calibrate",
     "cross_validate",
-    "default_candidates",
     "fit",
-    "fit_default",
     "fitted_profile",
     "lbfgs",
     "make_folds",
     "make_param",
     "parse_fit",
-    "select_identifiable",
     "transferred",
 ]
 
@@ -69,11 +71,15 @@ class Calibration:
 
     problem: Problem
     fit: Fit
-    selection: Selection | None  # the default selection, None for explicit parameters
+    structure: Structure  # the one fitted (explicit parameters: "explicit")
+    candidates: list[Candidate] | None  # every candidate's leave-one-model-out result (default only)
     uncalibrated_s: np.ndarray  # predicted iteration times before the fit
     train_s: np.ndarray  # after the fit, on the runs it was fitted to
     cv_s: np.ndarray | None  # held out (NaN where no prediction could be made)
     cv: str
+    cv_intervals: intervals.Intervals | None  # held-out intervals and their coverage
+    covariance: np.ndarray  # Laplace, over the free parameters
+    spread_log: float  # robust spread of held-out log residuals (the intervals' scatter)
 
     @property
     def fitted(self) -> dict[str, float]:
@@ -81,42 +87,104 @@ class Calibration:
         values = self.problem.values(self.fit.logv)
         return {p.name: values[p.name] for p, f in zip(self.problem.params, self.fit.free, strict=True) if f}
 
+    @property
+    def prior_z(self) -> np.ndarray:
+        """How many prior widths each parameter moved (signed)."""
+        return prior_z(self.problem, self.fit)
+
+    @property
+    def chosen(self) -> Candidate | None:
+        """The chosen candidate's leave-one-model-out result (default calibration only)."""
+        if self.candidates is None:
+            return None
+        return next(c for c in self.candidates if c.structure == self.structure)
+
+    def posterior(self) -> Posterior:
+        """What a calibrated machine file carries to reproduce the intervals."""
+        free = self.fit.free
+        chosen = self.chosen
+        acc = chosen.accuracy if chosen is not None else math.nan
+        return Posterior(
+            structure=self.structure.label,
+            cv="model" if chosen is not None else self.cv,
+            cv_accuracy=acc if math.isfinite(acc) else -1.0,
+            spread_log=self.spread_log,
+            params=tuple(p.name for p, f in zip(self.problem.params, free, strict=True) if f),
+            log_values=tuple(float(v) for v in self.fit.logv[free]),
+            floors=tuple(float(v) for v in self.problem.floor[free]),
+            covariance=tuple(tuple(float(x) for x in row) for row in self.covariance),
+        )
+
     def profile(self, name: str | None = None, transfer: bool = True) -> MachineProfile:
-        """The base profile with the fitted values written in (see :func:`fitted_profile`)."""
-        return fitted_profile(self.problem.profile, self.fitted, name, transfer)
+        """The base profile with the fitted values written in (see :func:`fitted_profile`) and the
+        posterior the intervals need."""
+        out = fitted_profile(self.problem.profile, self.fitted, name, transfer)
+        return replace(out, posterior=self.posterior())
 
 
 def calibrate(
-    meas: Measurements, profile: MachineProfile, params: list[Param] | None = None, cv: str | int = 5
+    meas: Measurements,
+    profile: MachineProfile,
+    params: list[Param] | None = None,
+    cv: str | int = 5,
+    settings: Settings | None = None,
+    structures: tuple[Structure, ...] = STRUCTURES,
+    extra_groups: dict[str, list[str]] | None = None,
 ) -> Calibration:
-    """Fit ``params`` (or the default set) to ``meas`` on ``profile``, and cross-validate.
+    """Fit ``params`` (or the default structure) to ``meas`` on ``profile``, and cross-validate.
 
-    ``cv``: a number of folds, ``model`` (leave one model out), or 0 for none.
-    Refuses (:class:`InputError`) fewer runs than parameters, and explicit
-    parameters that affect none of the runs.
+    Default: the candidate ``structures`` (:mod:`sweep.trust.structure`; groups
+    from :func:`~sweep.trust.structure.parameter_groups` plus ``extra_groups``)
+    are compared by leave-one-model-out cross-validation (k-fold when the runs
+    hold one model) and the best one is fitted. ``cv``: a number of folds,
+    ``model`` (leave one model out), or 0 for none. Refuses
+    (:class:`InputError`) explicit parameters that affect none of the runs.
     """
     n = len(meas.runs)
     default = params is None
     folds = make_folds(meas, cv) if cv not in (0, "0") else None
-    if params is not None and len(params) > n:
-        raise InputError(
-            f"{len(params)} parameters to fit but only {n} measured runs: fit fewer parameters "
-            "or measure more runs"
-        )
-    problem = Problem(meas, profile, params if params is not None else default_candidates(meas, profile))
-    selection = None
+    candidates = best = None
     if default:
-        selection, result = fit_default(problem)
+        groups = parameter_groups(meas, extra_groups)
+        cands, masks = candidate_params(meas, profile, groups)
+        problem = Problem(meas, profile, cands, settings)
+        one_model = len({r.model for r in meas.runs}) < 2
+        choice_folds = make_folds(meas, min(5, n) if one_model else "model")
+        best, candidates = choose(problem, masks, choice_folds, structures)
+        structure, free = best.structure, best.free
     else:
-        jac = np.asarray(problem.jacobian(problem.log_start))
-        for p, col in zip(problem.params, jac.T, strict=True):
-            if not np.any(col != 0):
+        assert params is not None
+        problem = Problem(meas, profile, params, settings)
+        for p, ok in zip(problem.params, problem.effective, strict=True):
+            if not ok:
                 raise InputError(f"--fit {p.name}: affects none of the {n} measured runs")
-        result = fit(problem)
+        structure = Structure("explicit", ("explicit",))
+        free = np.ones(len(params), bool)
+    if best is not None:
+        result = fit_structure(problem, masks, structure)
+        fitter = partial(fit_procedure, problem, masks, structure)
+    else:
+        result = fit(problem, free)
+        fitter = partial(_fit_free, problem, free)
     uncal = np.exp(problem.log_pred(problem.log_start))  # every parameter at the profile's value
     train = np.exp(np.asarray(problem.log_pred(result.logv)))
-    cv_s = None if folds is None else cross_validate(problem, folds, default)
-    return Calibration(problem, result, selection, uncal, train, cv_s, str(cv))
+    cv_s = cv_int = None
+    if folds is not None:
+        if best is not None and cv == "model":
+            cv_s, fits = best.held_out_s, best.fits
+        else:
+            cv_s, fits = cross_validate(problem, folds, fitter)
+        cv_int = intervals.held_out(problem, folds, fits, cv_s)
+    held = best.held_out_s if best is not None else cv_s
+    spread = intervals.spread(np.log(held) - problem.log_meas) if held is not None else 0.0
+    cov = intervals.covariance(problem, result, problem.weights)
+    return Calibration(
+        problem, result, structure, candidates, uncal, train, cv_s, str(cv), cv_int, cov, spread
+    )
+
+
+def _fit_free(problem: Problem, free: np.ndarray, weights: np.ndarray) -> Fit:
+    return fit(problem, free, weights)
 
 
 #: Pure strategies that inherit the fitted overheads of the hybrid built on them (see :func:`fitted_profile`).
@@ -150,9 +218,13 @@ def fitted_profile(
     none; this is an assumption the measured runs do not test.
     """
     overheads = {s: dict(t) for s, t in base.overheads.items()}
+    scales = dict(base.compute_scale)
     scalars = {}
     for key, value in fitted.items():
-        if overhead_target(key) is None:
+        model = model_of(key)
+        if model is not None:
+            scales[model] = scales.get(model, 1.0) * value
+        elif overhead_target(key) is None and not key.startswith("collective."):
             scalars[key] = value
         else:
             add_overhead(overheads, key, value)
@@ -165,4 +237,6 @@ def fitted_profile(
         overheads={s: t for s, t in overheads.items() if t},
         measured_as=base.measured_key,
         measured_rate_flops=base.ref_rate_flops,
+        compute_scale=scales,
+        posterior=None,
     )

@@ -1,19 +1,18 @@
-"""Calibration's fit: a deterministic L-BFGS over the parameters' bounded coordinates, the
-default choice of parameters the runs can identify, and cross-validation.
+"""Calibration's fit: a deterministic L-BFGS over the parameters' bounded coordinates (a MAP
+fit: the objective is the negative log posterior of :mod:`sweep.trust.problem`), and
+cross-validation.
 
 :func:`lbfgs` is Nocedal and Wright, *Numerical Optimization*, 2nd ed.,
-algorithm 7.4, with Armijo backtracking. Without explicit parameters,
-:func:`sweep.trust.problem.default_candidates` lists a priority order and
-:func:`select_identifiable` keeps those the runs can tell apart: a greedy
-pivoted selection on the Jacobian of the log times with respect to the log
-parameters, at the starting values; :func:`fit_default` fits them and repeats
-without the additive overheads the fit put at 0.
+algorithm 7.4, with Armijo backtracking. Which parameters are free is a
+boolean mask over the problem's parameters; :mod:`sweep.trust.structure`
+chooses it among candidate structures.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -21,12 +20,6 @@ import numpy as np
 from sweep.errors import InputError
 from sweep.inputs.measured import Measurements
 from sweep.trust.problem import Problem
-
-#: Default selection: a parameter must move some run's log time by this much per unit log change ...
-MIN_SENSITIVITY = 0.1
-#: ... and keep this fraction of its Jacobian column outside the span of those already chosen.
-MIN_INDEPENDENCE = 0.2
-
 
 # ------------------------------------------------------------------------------------------- L-BFGS
 
@@ -109,6 +102,13 @@ def lbfgs(
 # --------------------------------------------------------------------------------------------- fit
 
 
+class Prior(NamedTuple):
+    """The priors' centres (coordinates ``log(value + floor)``) and widths, per parameter."""
+
+    center: np.ndarray
+    width: np.ndarray
+
+
 @dataclass(frozen=True)
 class Fit:
     """A fit: coordinates ``log(value + floor)`` of every parameter (fixed ones at their start), loss,
@@ -120,6 +120,7 @@ class Fit:
     iterations: int
     converged: bool
     at_bound: np.ndarray  # bool per parameter: within 0.1 % (of the log range) of a bound
+    prior: Prior | None = None  # the priors it was fitted under (widths scaled)
 
 
 #: Starting points are moved this far (fraction of the log range) inside the bounds.
@@ -133,18 +134,21 @@ def _sigmoid(theta) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Objective:
-    """The loss as a function of the unconstrained ``theta`` of the free parameters.
+    """The objective as a function of the unconstrained ``theta`` of the free parameters.
 
     ``log v = log lo + (log hi - log lo) sigmoid(theta)`` for free parameters;
     fixed ones stay at ``logv0``. ``fg(theta)`` returns the loss and its
     gradient (:func:`jax.value_and_grad` through the kernels, chained with the
-    sigmoid's derivative).
+    sigmoid's derivative). ``weights`` are the runs' (0 for runs left out); the
+    priors of the free parameters count.
     """
 
     problem: Problem
     free: np.ndarray
     weights: np.ndarray
     logv0: np.ndarray
+    center: np.ndarray  # the priors' centres (coordinates)
+    width: np.ndarray  # and widths, prior scale included
 
     @property
     def lo(self) -> np.ndarray:
@@ -166,8 +170,13 @@ class Objective:
 
     def fg(self, theta) -> tuple[float, np.ndarray]:
         sig = _sigmoid(theta)
-        value, grad = self.problem.loss_and_grad(
-            jnp.asarray(self.to_logv(theta)), jnp.asarray(self.weights), jnp.asarray(self.problem.log_meas)
+        value, grad = self.problem.objective_and_grad(
+            jnp.asarray(self.to_logv(theta)),
+            jnp.asarray(self.weights),
+            jnp.asarray(self.problem.log_meas),
+            jnp.asarray(self.free, jnp.float64),
+            jnp.asarray(self.center),
+            jnp.asarray(self.width),
         )
         return float(value), np.asarray(grad)[self.free] * self.span * sig * (1 - sig)
 
@@ -177,111 +186,42 @@ def fit(
     free: np.ndarray | None = None,
     weights: np.ndarray | None = None,
     start: np.ndarray | None = None,
+    prior_scale: float | None = None,
+    prior: Prior | None = None,
     **lbfgs_options,
 ) -> Fit:
-    """Fit the ``free`` parameters (all by default) to the runs with ``weights`` (all 1 by default).
+    """Fit the ``free`` parameters (all by default) to the runs with ``weights`` (the problem's
+    run weights by default; 0 leaves a run out), under their priors.
 
-    ``start`` overrides the starting values (natural logs); fixed parameters stay at theirs.
+    ``start`` overrides the starting values (coordinates); fixed parameters
+    stay at theirs. ``prior`` overrides the priors' centres and widths (the
+    profile's values and :attr:`Problem.width` by default); ``prior_scale``
+    multiplies every width (the settings' by default).
     """
     k = len(problem.params)
     free = np.ones(k, bool) if free is None else np.asarray(free, bool)
-    weights = np.ones(len(problem.log_meas)) if weights is None else np.asarray(weights, np.float64)
+    weights = problem.weights if weights is None else np.asarray(weights, np.float64)
     logv0 = problem.log_start.copy() if start is None else np.asarray(start, np.float64).copy()
-    obj = Objective(problem, free, weights, logv0)
+    scale = problem.settings.prior_scale if prior_scale is None else prior_scale
+    prior = prior or Prior(problem.log_start, problem.width)
+    obj = Objective(problem, free, weights, logv0, prior.center, prior.width * scale)
     if not free.any():
-        return Fit(logv0, free, obj.fg(np.zeros(0))[0], 0, True, np.zeros(k, bool))
+        return Fit(
+            logv0, free, obj.fg(np.zeros(0))[0], 0, True, np.zeros(k, bool), Prior(prior.center, obj.width)
+        )
     m = lbfgs(obj.fg, obj.theta0(), **lbfgs_options)
     logv = obj.to_logv(m.x)
     edge = np.zeros(k, bool)
     pos = (logv[free] - obj.lo) / obj.span
     edge[free] = (pos < 1e-3) | (pos > 1 - 1e-3)
-    return Fit(logv, free, m.f, m.iterations, m.converged, edge)
+    return Fit(logv, free, m.f, m.iterations, m.converged, edge, Prior(prior.center, obj.width))
 
 
-@dataclass(frozen=True)
-class Selection:
-    """The default parameters kept, and why the others were not."""
-
-    keep: np.ndarray  # bool per candidate
-    reasons: dict[str, str]  # dropped name -> reason
-
-
-def select_identifiable(
-    problem: Problem, rows: np.ndarray | None = None, exclude: np.ndarray | None = None
-) -> Selection:
-    """Greedy pivoted choice of candidates the runs in ``rows`` can identify.
-
-    With ``J`` the Jacobian of the runs' log times with respect to the log
-    parameters at their starting values, a candidate is kept, in priority
-    order, when it moves some run's log time by at least
-    :data:`MIN_SENSITIVITY` per unit, and at least :data:`MIN_INDEPENDENCE`
-    of its column's norm lies outside the span of the columns already kept; at
-    most as many as there are runs. ``exclude`` marks candidates not to
-    consider (additive overheads a fit put at 0, see :func:`fit_default`).
-    """
-    jac = np.asarray(problem.jacobian(problem.log_start))
-    if rows is not None:
-        jac = jac[np.asarray(rows, bool)]
-    keep = np.zeros(jac.shape[1], bool)
-    reasons: dict[str, str] = {}
-    basis = np.zeros((jac.shape[0], 0))
-    for j, p in enumerate(problem.params):
-        col = jac[:, j]
-        if exclude is not None and exclude[j]:
-            reasons[p.name] = "fitted to 0 (an additive overhead these runs do not need)"
-            continue
-        if np.max(np.abs(sensitivity(problem, j, col)), initial=0.0) < MIN_SENSITIVITY:
-            reasons[p.name] = "too little effect on these runs"
-            continue
-        rest = col - basis @ (basis.T @ col)
-        if np.linalg.norm(rest) < MIN_INDEPENDENCE * np.linalg.norm(col):
-            reasons[p.name] = "not separable from the parameters before it"
-            continue
-        if keep.sum() >= jac.shape[0]:
-            reasons[p.name] = "no runs left to fit it"
-            continue
-        keep[j] = True
-        basis = np.column_stack([basis, rest / np.linalg.norm(rest)])
-    return Selection(keep, reasons)
-
-
-def sensitivity(problem: Problem, j: int, col: np.ndarray) -> np.ndarray:
-    """What :func:`select_identifiable` tests against :data:`MIN_SENSITIVITY`, per run.
-
-    ``col`` is parameter ``j``'s column of the Jacobian at the start. For a
-    factor or a machine parameter, the column itself. An additive overhead
-    starts at 0, where it moves nothing, and its share of a run's time grows
-    with its value: its test is its effect per e-fold at the top of its
-    bounds, ``hi x_i / (t_i + hi x_i)`` with ``x_i = dt_i / dv`` (from the
-    column: ``x_i / t_i = col_i / (start + floor)``).
-    """
-    p = problem.params[j]
-    if not p.additive:
-        return col
-    share = p.hi * np.abs(col) / (p.start + p.floor)
-    return share / (1.0 + share)
-
-
-def fit_default(problem: Problem, rows: np.ndarray | None = None) -> tuple[Selection, Fit]:
-    """The default procedure on the runs in ``rows`` (all by default): select, fit, and repeat
-    without the additive overheads the fit put at 0.
-
-    An additive overhead can only add time; where the runs do not need it the
-    fit leaves it at its lower bound of 0, where it still holds the place of a
-    parameter the selection found not separable from it (a factor on the same
-    runs). Such overheads are dropped and the selection and fit repeated,
-    until none is at 0 (at most once per additive candidate).
-    """
-    weights = None if rows is None else np.asarray(rows, np.float64)
-    exclude = np.zeros(len(problem.params), bool)
-    while True:
-        selection = select_identifiable(problem, rows, exclude)
-        result = fit(problem, selection.keep, weights)
-        pos = (result.logv - problem.log_lo) / (problem.log_hi - problem.log_lo)
-        idle = np.array([p.additive and p.lo == 0 for p in problem.params]) & result.free & (pos < 1e-3)
-        if not idle.any():
-            return selection, result
-        exclude |= idle
+def prior_z(problem: Problem, result: Fit) -> np.ndarray:
+    """How many prior widths each parameter of a fit sits from its prior's centre (signed)."""
+    prior = result.prior or Prior(problem.log_start, problem.width)
+    z = np.where(problem.additive, np.exp(result.logv) - np.exp(prior.center), result.logv - prior.center)
+    return z / prior.width
 
 
 # ---------------------------------------------------------------------------------- cross-validation
@@ -308,28 +248,21 @@ def make_folds(meas: Measurements, cv: str | int) -> list[np.ndarray]:
     return out
 
 
-def cross_validate(problem: Problem, folds: list[np.ndarray], default: bool) -> np.ndarray:
+def cross_validate(
+    problem: Problem, folds: list[np.ndarray], fitter: Callable[[np.ndarray], Fit]
+) -> tuple[np.ndarray, list[Fit]]:
     """Held-out predicted iteration times: each fold's runs predicted by a fit on the others.
 
-    ``default`` re-selects the default parameters on each training set (the
-    whole procedure is validated, not only the last step); otherwise every
-    parameter that affects the training runs is fitted and the others stay at
-    their starting values. A fold whose training runs are fewer than its
-    parameters is not fitted; its runs stay NaN.
+    ``fitter(weights)`` fits with the given run weights (the problem's, 0 for
+    the held-out runs): under priors, a parameter that only the held-out runs
+    inform stays at its prior's centre, the profile's value. Returns the
+    predictions and each fold's fit.
     """
     out = np.full(len(problem.log_meas), np.nan)
-    jac = np.asarray(problem.jacobian(problem.log_start))
+    fits = []
     for test in folds:
-        train = ~test
-        if not train.any():
-            continue
-        if default:
-            f = fit_default(problem, train)[1]
-        else:
-            free = np.any(jac[train] != 0, axis=0)
-            if free.sum() > train.sum():
-                continue
-            f = fit(problem, free, train.astype(np.float64))
+        f = fitter(problem.weights * ~test)
+        fits.append(f)
         pred = np.exp(np.asarray(problem.log_pred(f.logv)))
         out[test] = pred[test]
-    return out
+    return out, fits

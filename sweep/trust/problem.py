@@ -1,54 +1,54 @@
-"""Calibration's problem: the parameters a fit may move, and the log iteration times they predict.
+r"""Calibration's problem: the parameters a fit may move, their priors, and the log iteration
+times they predict.
 
-The fitted quantities are scalar machine parameters (docs/model.md), per-strategy
-multiplicative overheads on compute and on each communication term, and
-per-strategy additive overheads per iteration and per sample
-(:func:`kernels.terms.scale_terms`). Each parameter ``v`` lives in log space
-inside its bounds ``[lo, hi]``, shifted by a floor ``f`` (0 except for an
-additive overhead, which can then be 0):
+The fitted quantities (docs/trust.md, *What is fitted*) are scalar machine
+parameters (docs/model.md §8), a factor per collective kind shared by every
+strategy (``collective.<term>``), a compute scale per model
+(``model.<name>.compute``), and per-strategy overheads: factors on compute
+and each communication term, and additive seconds per iteration and per
+sample (:func:`kernels.terms.scale_terms`). Each parameter ``v`` lives in log
+space inside its bounds ``[lo, hi]``, shifted by a floor ``f`` (0 except for
+an additive overhead, which can then be 0), ``u = log(v + f)``.
+
+The fit minimises the negative log posterior (:class:`Problem`,
+:mod:`sweep.trust.objective`):
 
 .. math::
-    \\log (v + f) = \\log (lo + f) + \\bigl(\\log (hi + f) - \\log (lo + f)\\bigr)\\,\\sigma(\\theta)
+    E(u) = \sum_i w_i\, \rho\bigl((\log t_{pred,i}(u) - \log t_{meas,i}) / s\bigr)
+         + \tfrac12 \sum_j z_j^2
 
-and ``theta`` minimises the mean squared log error of the iteration time
-over the measured runs (:class:`Problem`, :mod:`sweep.trust.fit`),
-
-.. math::
-    L(\\theta) = \\frac{1}{n}\\sum_i \\bigl(\\log t_{pred,i}(\\theta) - \\log t_{meas,i}\\bigr)^2
-
-with gradients from :func:`jax.grad` through the same kernels the sweeps use
-(:func:`sweep.engine.evaluate.point_fn`), in float64.
-
-Parameter names (``--fit``): a scalar machine parameter (``inter_bandwidth_Bps``,
-``efficiency``, ...), or ``overheads.<strategy>.<term>`` with term one of
-``compute``, ``allreduce``, ``allgather``, ``halo``, ``p2p``, ``comm`` (the four
-communication terms tied) or ``all`` (every multiplicative term tied), factors
-that multiply, or ``per_iter_s``, ``per_sample_s``, seconds that add.
-``NAME=LO:HI`` sets the bounds.
+with run weights ``w_i``, a robust loss ``rho`` of scale ``s``, and
+``z_j = (u_j - u_{0,j}) / \sigma_j`` for a log-normal prior around the
+profile's value (``v_j / \tau_j`` for an additive overhead, a half-normal
+prior around 0); gradients from :func:`jax.grad` through the same kernels the
+sweeps use (:func:`sweep.engine.evaluate.point_fn`), in float64.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from kernels import SCALAR_PARAMS, STRATEGIES
-from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
+from kernels.terms import ADDITIVE_TERMS as KERNEL_ADDITIVE
+from kernels.terms import OVERHEAD_TERMS
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
-from sweep.inputs.machines import MachineProfile, override
+from sweep.inputs.configs import input_elems, model_overheads
+from sweep.inputs.machines import INPUT_TERM, MachineProfile, override
 from sweep.inputs.measured import Measurements
+from sweep.trust.objective import Settings, prior_width, rho, run_weights
 from sweep.trust.validation import groups
 
 COMM_TERMS: tuple[str, ...] = ("allreduce", "allgather", "halo", "p2p")
+#: Additive overheads (seconds): per iteration, per sample, per input element per sample.
+ADDITIVE_TERMS: tuple[str, ...] = (*KERNEL_ADDITIVE, INPUT_TERM)
 TIES: dict[str, tuple[str, ...]] = {"comm": COMM_TERMS, "all": OVERHEAD_TERMS}
-#: Default candidates per measured strategy, in priority order (see :func:`default_candidates`).
-CANDIDATE_TERMS: tuple[str, ...] = ("per_sample_s", "all", "compute", "comm", "per_iter_s")
 #: Scalar machine parameters that cannot be fitted, and why.
 NOT_FITTABLE: dict[str, str] = {
     "gpu_mem_bytes": "it only decides feasibility, not time",
@@ -58,23 +58,34 @@ NOT_FITTABLE: dict[str, str] = {
 }
 #: Default bounds: a factor of this around the starting value for machine parameters.
 MACHINE_SPAN = 100.0
-#: Default bounds of an overhead factor.
+#: Default bounds of an overhead factor (and of a collective kind's factor).
 OVERHEAD_BOUNDS = (0.1, 1e3)
+#: Step of the Hessian's central differences (log units).
+HESSIAN_STEP = 1e-4
+#: Default bounds of a model's compute scale.
+MODEL_BOUNDS = (0.1, 10.0)
 #: Default bounds of an additive overhead, seconds (per iteration; per sample of b per iteration) ...
-ADDITIVE_BOUNDS: dict[str, tuple[float, float]] = {"per_iter_s": (0.0, 100.0), "per_sample_s": (0.0, 1.0)}
+ADDITIVE_BOUNDS: dict[str, tuple[float, float]] = {
+    "per_iter_s": (0.0, 100.0),
+    "per_sample_s": (0.0, 1.0),
+    "per_input_s": (0.0, 1e-4),
+}
 #: ... and its floor: it lives in log(value + floor) space, so it can reach 0 (below the floor it is
 #: effectively linear). The floors are far below the costs that matter (ms per iteration or sample).
-ADDITIVE_FLOOR: dict[str, float] = {"per_iter_s": 1e-5, "per_sample_s": 1e-6}
+ADDITIVE_FLOOR: dict[str, float] = {"per_iter_s": 1e-5, "per_sample_s": 1e-6, "per_input_s": 1e-12}
 
 
 @dataclass(frozen=True)
 class Param:
-    """One fitted parameter: its name, bounds, starting value and floor.
+    """One fitted parameter: its name, bounds, starting value (the prior's centre), floor and prior width.
 
     The start is the profile's value for a machine parameter (the geometric
-    mean of the bounds if that value is 0), 1 for an overhead factor and 0 for
-    an additive overhead. The fit works in ``log(value + floor)``: ``floor``
-    is 0 except for an additive overhead, whose value may then be 0.
+    mean of the bounds if that value is 0), 1 for a factor (an overhead, a
+    collective kind, a model's compute) and 0 for an additive overhead. The
+    fit works in ``log(value + floor)``: ``floor`` is 0 except for an
+    additive overhead, whose value may then be 0. ``width`` is the prior's
+    (:func:`sweep.trust.objective.prior_width`): log-normal sigma, or seconds
+    for an additive overhead.
     """
 
     name: str
@@ -82,6 +93,7 @@ class Param:
     hi: float
     start: float
     floor: float = 0.0
+    width: float = 1.0
 
     @property
     def additive(self) -> bool:
@@ -94,6 +106,21 @@ class Param:
         """``(strategy, terms)`` for an overhead, None for a machine parameter."""
         return overhead_target(self.name)
 
+    @property
+    def collective(self) -> tuple[str, ...] | None:
+        """The terms a ``collective.<term>`` factor scales in every strategy; None for other names."""
+        return collective_terms(self.name)
+
+    @property
+    def model(self) -> str | None:
+        """The model a ``model.<name>.compute`` scale belongs to; None for other names."""
+        return model_of(self.name)
+
+    @property
+    def machine(self) -> bool:
+        """A scalar machine parameter."""
+        return self.overhead is None and self.collective is None and self.model is None
+
 
 def overhead_target(name: str) -> tuple[str, tuple[str, ...]] | None:
     """``overheads.<strategy>.<term>`` as ``(strategy, terms it scales)``; None for other names."""
@@ -103,13 +130,38 @@ def overhead_target(name: str) -> tuple[str, tuple[str, ...]] | None:
     return strategy, TIES.get(term, (term,))
 
 
-def make_param(name: str, profile: MachineProfile, bounds: tuple[float, float] | None = None) -> Param:
-    """A :class:`Param` from its name, checked; default bounds around the profile's value.
+def collective_terms(name: str) -> tuple[str, ...] | None:
+    """``collective.<term>`` as the communication terms it scales; None for other names."""
+    if not name.startswith("collective."):
+        return None
+    term = name[len("collective.") :]
+    return TIES.get(term, (term,)) if term != "all" else COMM_TERMS
+
+
+def model_of(name: str) -> str | None:
+    """``model.<name>.compute`` as the model's name; None for other names."""
+    if not (name.startswith("model.") and name.endswith(".compute")):
+        return None
+    return name[len("model.") : -len(".compute")]
+
+
+def make_param(
+    name: str, profile: MachineProfile, bounds: tuple[float, float] | None = None, width: float | None = None
+) -> Param:
+    """A :class:`Param` from its name, checked; default bounds around the profile's value, and the
+    default prior width of its kind (:func:`sweep.trust.objective.prior_width`) unless ``width``.
 
     An overhead factor is a factor on top of the profile's own ``[overheads]``
     (they multiply), so it starts at 1 whatever the profile has; an additive
-    overhead is added to the profile's own, so it starts at 0.
+    overhead is added to the profile's own, so it starts at 0. A collective
+    factor multiplies its term in every strategy, a model's compute scale that
+    model's per-sample compute time, both on top of the profile's.
     """
+    param = _make_param(name, profile, bounds)
+    return replace(param, width=float(prior_width(name) if width is None else width))
+
+
+def _make_param(name: str, profile: MachineProfile, bounds: tuple[float, float] | None) -> Param:
     if name.startswith("overheads."):
         strategy, _, term = name[len("overheads.") :].rpartition(".")
         if strategy not in STRATEGIES:
@@ -124,13 +176,22 @@ def make_param(name: str, profile: MachineProfile, bounds: tuple[float, float] |
             raise InputError(f"--fit {name}: unknown term '{term}' (known: {known})")
         start = 1.0  # on top of the profile's own overheads, which stay as they are
         lo, hi = bounds or OVERHEAD_BOUNDS
+    elif name.startswith("collective."):
+        if name[len("collective.") :] not in (*COMM_TERMS, "comm"):
+            raise InputError(f"--fit {name}: unknown collective (known: {', '.join((*COMM_TERMS, 'comm'))})")
+        start, (lo, hi) = 1.0, bounds or OVERHEAD_BOUNDS
+    elif name.startswith("model."):
+        if model_of(name) is None:
+            raise InputError(f"--fit {name}: a model's compute scale is model.<name>.compute")
+        start, (lo, hi) = 1.0, bounds or MODEL_BOUNDS
     else:
         if name in NOT_FITTABLE:
             raise InputError(f"--fit {name}: cannot be fitted: {NOT_FITTABLE[name]}")
         if name not in SCALAR_PARAMS:
             known = ", ".join(p for p in SCALAR_PARAMS if p not in NOT_FITTABLE)
             raise InputError(
-                f"--fit {name}: unknown parameter (machine: {known}; or overheads.<strategy>.<term>)"
+                f"--fit {name}: unknown parameter (machine: {known}; overheads.<strategy>.<term>, "
+                "collective.<term>, model.<name>.compute)"
             )
         start = profile.value(name)
         if bounds is None and start <= 0:
@@ -175,63 +236,95 @@ def parse_fit(items: str | Sequence[str], profile: MachineProfile) -> list[Param
     return out
 
 
-def default_candidates(meas: Measurements, profile: MachineProfile) -> list[Param]:
-    """The default parameters in priority order (see :func:`select_identifiable`).
-
-    Per strategy measured: first ``overheads.<s>.per_sample_s``, an additive
-    cost per sample that does not depend on the model (what the hybrid runs
-    on the public ABCI file show, the README's Trust section), so that it, not a factor on
-    the model's own terms, explains a strategy's excess time when the runs
-    cannot tell the two apart (runs of one model): it is the one that carries
-    to other models. Then ``overheads.<s>.all`` (how much slower the
-    implementation is overall), ``compute`` and ``comm`` (the split between
-    them) and ``per_iter_s`` (a fixed cost per iteration). Then the
-    inter-node bandwidth and latency, shared by every strategy; last, each
-    communication term on its own. Overheads come before the network because
-    they stay with the strategy whose runs fitted them, where a fitted
-    network parameter moves every strategy's predictions.
-    """
-    present = [s for s in STRATEGIES if any(r.strategy == s for r in meas.runs)]
-    names = [f"overheads.{s}.{t}" for t in CANDIDATE_TERMS for s in present]
-    names += ["inter_bandwidth_Bps", "inter_alpha_s"]
-    names += [f"overheads.{s}.{t}" for s in present for t in COMM_TERMS]
-    return [make_param(n, profile) for n in names]
-
-
 class Problem:
     """Measured runs on one machine, a list of parameters, and the jitted pieces of the fit.
 
     Parameters are handled in the coordinates ``logv = log(value + floor)``
     (the natural log of the value, except for an additive overhead, whose
     floor lets it reach 0; see :class:`Param`). :meth:`log_pred` maps them to
-    the log iteration time of every run; ``loss_and_grad(logv, weights, log_meas)`` gives
-    the weighted mean squared log error and its gradient (:func:`jax.value_and_grad`);
-    :meth:`jacobian` the ``[runs, params]`` sensitivities (:func:`jax.jacfwd`).
-    Two compilations in all, whatever the weights and measured times
-    (cross-validation folds reuse them; ``log_meas`` may be replaced).
+    the log iteration time of every run;
+    ``objective_and_grad(logv, weights, log_meas, prior_on, center, width)``
+    gives the negative log posterior (module docstring; ``prior_on`` marks the
+    parameters whose prior counts, the fitted ones; ``center`` and ``width``
+    are the priors', by default :attr:`log_start` and :attr:`width`) and its gradient
+    (:func:`jax.value_and_grad`); :meth:`jacobian` the ``[runs, params]``
+    sensitivities (:func:`jax.jacfwd`), :meth:`hessian` the objective's second
+    derivatives (:func:`jax.hessian`, compiled when first asked). The weights and
+    measured times are arguments (cross-validation folds reuse the compiled
+    code; ``log_meas`` may be replaced).
     """
 
-    def __init__(self, meas: Measurements, profile: MachineProfile, params: Sequence[Param]):
+    def __init__(
+        self,
+        meas: Measurements,
+        profile: MachineProfile,
+        params: Sequence[Param],
+        settings: Settings | None = None,
+    ):
         self.meas = meas
         self.profile = profile
         self.params = tuple(params)
+        self.settings = settings or Settings()
+        self.weights = run_weights(meas, self.settings)
         self.log_meas = np.log([r.iter_time_s for r in meas.runs])
         self.floor = np.asarray([p.floor for p in self.params], np.float64)
         self.log_start = np.log([p.start + p.floor for p in self.params])
         self.log_lo = np.log([p.lo + p.floor for p in self.params])
         self.log_hi = np.log([p.hi + p.floor for p in self.params])
+        self.width = np.asarray([p.width for p in self.params], np.float64)
+        self.additive = np.asarray([p.additive for p in self.params], bool)
         self._groups = groups(meas)
         for g in self._groups:
-            if g.profile is not profile:
+            if g.profile.name != profile.name or g.machine != self._groups[0].machine:
                 raise InputError("calibration needs every run predicted on the one machine it fits")
+        self._inputs = {g.model: input_elems(meas.bounds[(g.machine, g.model)].model) for g in self._groups}
+        self._objective = self._make_objective()
+        self.objective_and_grad: Callable = jax.jit(jax.value_and_grad(self._objective))
+        self._hessian: Callable | None = None
+        self._effective: np.ndarray | None = None
         log_pred = self._log_pred
-
-        def loss(logv, weights, log_meas):
-            r = log_pred(logv) - log_meas
-            return jnp.sum(weights * r * r) / jnp.sum(weights)
-
-        self.loss_and_grad: Callable = jax.jit(jax.value_and_grad(loss))
         self._pred_and_jac: Callable = jax.jit(jax.jacfwd(lambda v: (log_pred(v), log_pred(v)), has_aux=True))
+
+    def _make_objective(self) -> Callable:
+        log_pred, loss, scale = self._log_pred, self.settings.loss, self.settings.scale
+        additive = self.additive
+
+        def objective(logv, weights, log_meas, prior_on, center, width):
+            data = jnp.sum(weights * rho((log_pred(logv) - log_meas) / scale, loss))
+            z = jnp.where(additive, jnp.exp(logv) - jnp.exp(center), logv - center) / width
+            return data + 0.5 * jnp.sum(prior_on * z * z)
+
+        return objective
+
+    def hessian(self, logv, weights, prior_on, center, width, exact: bool = False) -> np.ndarray:
+        """The objective's Hessian in ``logv`` at ``logv``.
+
+        By central differences of the exact gradient (:func:`jax.grad`, step
+        :data:`HESSIAN_STEP` in log units; a Hessian of the whole kernel
+        program takes a minute to compile), symmetrised; ``exact`` uses
+        :func:`jax.hessian` (the tests check that both agree).
+        """
+        args = [jnp.asarray(a, jnp.float64) for a in (weights, self.log_meas, prior_on, center, width)]
+        x = np.asarray(logv, np.float64)
+        if exact:
+            if self._hessian is None:
+                self._hessian = jax.jit(jax.hessian(self._objective))
+            return np.asarray(self._hessian(jnp.asarray(x), *args))
+        h = np.zeros((x.size, x.size))
+        for j in np.flatnonzero(np.asarray(prior_on) != 0):
+            step = np.zeros_like(x)
+            step[j] = HESSIAN_STEP
+            up = np.asarray(self.objective_and_grad(jnp.asarray(x + step), *args)[1])
+            down = np.asarray(self.objective_and_grad(jnp.asarray(x - step), *args)[1])
+            h[:, j] = (up - down) / (2 * HESSIAN_STEP)
+        return 0.5 * (h + h.T)
+
+    @property
+    def effective(self) -> np.ndarray:
+        """Per parameter: whether it moves some run's time at the starting values."""
+        if self._effective is None:
+            self._effective = np.any(self.jacobian(self.log_start) != 0, axis=0)
+        return self._effective
 
     def log_pred(self, logv) -> np.ndarray:
         """Log predicted iteration time of every run."""
@@ -247,17 +340,19 @@ class Problem:
         machine = override(
             machine, {k: jnp.asarray(v) for k, v in self.profile.override_values(np.float64).items()}
         )
-        machine = override(
-            machine, {p.name: values[i] for i, p in enumerate(self.params) if p.overhead is None}
-        )
+        machine = override(machine, {p.name: values[i] for i, p in enumerate(self.params) if p.machine})
         overheads: dict[str, dict] = {s: dict(t) for s, t in self.profile.overheads.items()}
         for i, p in enumerate(self.params):
-            if p.overhead is not None:
+            if p.overhead is not None or p.collective is not None:
                 add_overhead(overheads, p.name, values[i])
+        scales = {p.model: values[i] for i, p in enumerate(self.params) if p.model is not None}
         out = jnp.zeros(len(self.meas.runs), jnp.float64)
         for g in self._groups:
-            f = point_fn(g.strategy, (), overheads=overheads)
+            f = point_fn(g.strategy, (), overheads=model_overheads(overheads, self._inputs[g.model]))
             net, cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), (g.net, g.cfg))
+            model = self.meas.bounds[(g.machine, g.model)].model.name
+            if model in scales:
+                net = net._replace(t_measured_s=net.t_measured_s * scales[model])
             _, derived = jax.vmap(f, in_axes=(None, None, 0, None))(net, machine, cfg, ())
             out = out.at[g.index].set(jnp.log(derived.t_iter_s))
         return out
@@ -271,10 +366,16 @@ class Problem:
 
 
 def add_overhead(overheads: dict[str, dict], name: str, value) -> None:
-    """Put the overhead ``name`` (``overheads.<strategy>.<term>``) into a ``strategy -> {term: value}``
-    table, on top of what it holds: factors multiply, additive seconds add."""
+    """Put the overhead ``name`` (``overheads.<strategy>.<term>``, or ``collective.<term>`` for
+    every strategy) into a ``strategy -> {term: value}`` table, on top of what it holds: factors
+    multiply, additive seconds add."""
     target = overhead_target(name)
-    assert target is not None
+    if target is None:
+        terms = collective_terms(name)
+        assert terms is not None
+        for strategy in STRATEGIES:
+            add_overhead(overheads, f"overheads.{strategy}.{name.partition('.')[2]}", value)
+        return
     strategy, terms = target
     table = overheads.setdefault(strategy, {})
     for term in terms:

@@ -20,6 +20,7 @@ from sweep.inputs.machines import MachineProfile, load_machine, to_toml
 from sweep.inputs.measured import Measurements, read_measurements
 from sweep.output import store
 from sweep.trust.calibrate import Calibration, transferred
+from sweep.trust.rankings import ranking_lines, rankings
 from sweep.trust.validation import Predictions, Summary, summarize, summary_lines, symmetric_accuracy
 
 
@@ -62,11 +63,30 @@ class Validation:
     warnings: list[str] = field(default_factory=list)
     #: Files written (the table, the plot), in that order.
     written: list[Path] = field(default_factory=list)
+    #: On a calibrated machine: each run's 80 % interval (lo, hi), seconds.
+    interval: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def coverage(self) -> float | None:
+        """The fraction of runs inside their interval (None without intervals)."""
+        if self.interval is None:
+            return None
+        t = np.array([r.iter_time_s for r in self.measurements.runs])
+        return float(((self.interval[0] <= t) & (t <= self.interval[1])).mean())
 
     def lines(self, rows: bool = True) -> list[str]:
-        """The report: one line per run (with ``rows``), then the summary table."""
-        out = [*self.row_lines(), ""] if rows else []
+        """The report: with ``rows``, one line per run and the strategy rankings; the summary
+        table; the intervals' coverage (on a calibrated machine)."""
+        out = []
+        if rows:
+            out += [*self.row_lines(), ""]
+            out += [*ranking_lines(rankings(self.measurements, self.predictions.t_iter_s)), ""]
         out += summary_lines(self.summaries)
+        if self.coverage is not None:
+            out.append(
+                f"80% intervals cover {self.coverage:.1%} of these runs (held out if the calibration "
+                "did not see them)"
+            )
         infeasible = sum(1 for x in self.predictions.limit_reason if x)
         if infeasible:
             out.append(
@@ -77,16 +97,20 @@ class Validation:
 
     def row_lines(self) -> list[str]:
         """A header, then per run: measured and predicted time, ratio and symmetric accuracy."""
+        head = "   80% interval, s  " if self.interval is not None else ""
         lines = [
             f"{'line':>5} {'model':<14} {'strategy':<13} {'p':>5} {'b':>5} {'p2':>3} {'S':>5} "
-            f"{'measured_s':>11} {'predicted_s':>11} {'ratio':>7} {'accuracy':>8}  limit_reason"
+            f"{'measured_s':>11} {'predicted_s':>11} {head}{'ratio':>7} {'accuracy':>8}  limit_reason"
         ]
         pred = self.predictions
-        for run, t_pred, limit in zip(self.measurements.runs, pred.t_iter_s, pred.limit_reason, strict=True):
+        for i, (run, t_pred, limit) in enumerate(
+            zip(self.measurements.runs, pred.t_iter_s, pred.limit_reason, strict=True)
+        ):
             acc = float(symmetric_accuracy(t_pred, run.iter_time_s))
+            iv = f" [{self.interval[0][i]:>8.4g}, {self.interval[1][i]:>8.4g}]" if self.interval else ""
             lines.append(
                 f"{run.line:>5} {run.model:<14} {run.strategy:<13} {run.p:>5} {run.b:>5} {run.p2:>3} "
-                f"{run.S:>5} {run.iter_time_s:>11.5g} {t_pred:>11.5g} {t_pred / run.iter_time_s:>7.3f} "
+                f"{run.S:>5} {run.iter_time_s:>11.5g} {t_pred:>11.5g}{iv} {t_pred / run.iter_time_s:>7.3f} "
                 f"{acc:>8.3f}  {limit or '-'}"
             )
         return lines
@@ -132,30 +156,26 @@ class Calibrated:
         return {"model": "cv-model"}.get(self.calibration.cv, f"cv-{self.calibration.cv}fold")
 
     def lines(self) -> list[str]:
-        """The report: fitted values, parameters left out, overheads, accuracy before and after."""
+        """The report: the structure chosen, fitted values and how far they moved from their
+        priors, overheads, accuracy before and after, held-out intervals and rankings."""
         cal, meas = self.calibration, self.measurements
-        problem, result = cal.problem, cal.fit
         out = [f"calibrating '{self.base.name}' on {len(meas.runs)} runs of {self.source}"]
-        out.append(f"{'parameter':<36} {'start':>11} {'fitted':>11} {'bounds':>21}")
-        values = problem.values(result.logv)
-        for i, p in enumerate(problem.params):
-            if result.free[i]:
-                edge = "  at a bound" if result.at_bound[i] else ""
-                bounds = f"[{p.lo:.3g}, {p.hi:.3g}]"
-                out.append(f"{p.name:<36} {p.start:>11.4g} {values[p.name]:>11.4g} {bounds:>21}{edge}")
-        if cal.selection is not None:
-            by_reason: dict[str, list[str]] = {}
-            for pname, reason in cal.selection.reasons.items():
-                by_reason.setdefault(reason, []).append(pname)
-            out += [f"not fitted, {reason}: {', '.join(names)}" for reason, names in by_reason.items()]
+        out += self.structure_lines()
+        out += self.parameter_lines()
         fitted = self.profile
+        if fitted.compute_scale:
+            scales = "  ".join(f"{m} {v:.4g}" for m, v in fitted.compute_scale.items())
+            out.append(f"compute scale per model: {scales}")
         if fitted.overheads:
             out.append("overheads per term (factors; per_iter_s and per_sample_s in seconds):")
             for strategy, terms in fitted.overheads.items():
                 out.append(f"  {strategy:<13} " + "  ".join(f"{t} {v:.4g}" for t, v in terms.items()))
+        result = cal.fit
         state = "converged" if result.converged else "stopped at the iteration limit"
+        settings = cal.problem.settings
         out.append(
-            f"mean squared log error {result.loss:.4g} after {result.iterations} L-BFGS steps ({state})"
+            f"negative log posterior {result.loss:.4g} after {result.iterations} L-BFGS steps ({state}); "
+            f"{settings.loss} loss, scale {settings.scale:g}"
         )
         out.append("")
         out.append(
@@ -163,10 +183,56 @@ class Calibrated:
         )
         out += summary_lines(summarize(meas, cal.uncalibrated_s), self.accuracies())
         out.append(self.accuracy_sentence())
+        if cal.cv_intervals is not None:
+            iv = cal.cv_intervals
+            out.append(
+                f"held-out {iv.level:.0%} intervals cover {iv.coverage:.1%} of the runs "
+                f"({int(iv.covered.sum())} of {int(np.isfinite(iv.lo_s).sum())})"
+            )
+        if cal.cv_s is not None:
+            out += ["", *ranking_lines(rankings(meas, cal.cv_s))]
         out += [
             f"note: {pure} takes the overheads fitted for {hybrid} (--no-transfer to leave it out)"
             for pure, hybrid in self.moved.items()
         ]
+        return out
+
+    def structure_lines(self) -> list[str]:
+        """The candidate structures' leave-one-model-out accuracy and flags, and the one chosen."""
+        cal = self.calibration
+        if cal.candidates is None:
+            return [f"structure: the parameters named (--fit), priors x{cal.problem.settings.prior_scale:g}"]
+        out = ["candidate structures, leave one model out (mean symmetric accuracy, held out):"]
+        for c in cal.candidates:
+            mark = "  <- chosen" if c is cal.chosen else ""
+            worse = f"  worse than uncalibrated on {len(c.flagged)} groups" if c.flagged else ""
+            out.append(f"  {c.structure.label:<40} {c.accuracy:.4f}{worse}{mark}")
+        for model, strategy, a, b in cal.chosen.flagged if cal.chosen else []:
+            out.append(f"  finding: {model} {strategy} held out {a:.3f} < uncalibrated {b:.3f}")
+        return out
+
+    def parameter_lines(self) -> list[str]:
+        """Fitted values, prior centre and width, how many widths moved, bounds reached."""
+        cal = self.calibration
+        problem, result = cal.problem, cal.fit
+        out = [f"{'parameter':<36} {'prior':>10} {'width':>7} {'fitted':>11} {'moved':>7}"]
+        values, z = problem.values(result.logv), cal.prior_z
+        center = problem.values(result.prior.center) if result.prior is not None else {}
+        width = result.prior.width if result.prior is not None else problem.width
+        for i, p in enumerate(problem.params):
+            if not result.free[i]:
+                continue
+            unit = "s" if p.additive else "x"
+            edge = f"  finding: at a bound [{p.lo:.3g}, {p.hi:.3g}]" if result.at_bound[i] else ""
+            if p.additive and p.lo == 0 and values[p.name] < p.floor:
+                edge = "  (at 0, its prior's centre)"
+            out.append(
+                f"{p.name:<36} {p.start if p.additive else center.get(p.name, p.start):>10.4g} {width[i]:>6.3g}{unit} "
+                f"{values[p.name]:>11.4g} {z[i]:>+7.2f}{edge}"
+            )
+        out.append(
+            "(moved: prior widths from the prior's centre; widths are log-normal sigmas (x) or seconds (s))"
+        )
         return out
 
     def accuracy_sentence(self) -> str:
@@ -188,9 +254,13 @@ class Calibrated:
         comments = [
             f"{fitted.name}: '{self.base.name}' calibrated by `sweep calibrate` on "
             f"{len(self.measurements.runs)} measured runs",
-            f"of {self.source}; fitted: {', '.join(cal.fitted)}.",
+            f"of {self.source}; structure: {cal.structure.label}; fitted: {', '.join(cal.fitted)}.",
             f"Train accuracy (mean symmetric, fitted runs): {acc['calibrated'][-1]:.4f}.",
         ]
+        if cal.chosen is not None:
+            comments.append(
+                f"Leave-one-model-out accuracy of the structure (held out): {cal.chosen.accuracy:.4f}."
+            )
         if cal.cv_s is not None:
             comments.append(
                 f"Cross-validated accuracy ({cal.cv} folds, held out): {acc[self.cv_label][-1]:.4f}."

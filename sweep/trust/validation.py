@@ -28,6 +28,7 @@ import numpy as np
 from kernels import Config, Net
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
+from sweep.inputs.configs import frozen_overheads
 from sweep.inputs.machines import MachineProfile
 from sweep.inputs.measured import Measurements
 from sweep.output import store
@@ -87,11 +88,11 @@ def predict(meas: Measurements) -> Predictions:
     t_iter, t_comp, t_comm = np.empty(n), np.empty(n), np.empty(n)
     limit: list[str | None] = [None] * n
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-    compiled: dict[tuple[str, str], object] = {}
+    compiled: dict[tuple, object] = {}
     for g in groups(meas):
         overrides = g.profile.override_values(dtype)
         names = tuple(overrides)
-        key = (g.machine, g.strategy)
+        key = (g.machine, g.strategy, frozen_overheads(g.profile))  # a bound model's own overheads
         if key not in compiled:
             f = point_fn(g.strategy, names, overheads=g.profile.overheads)
             compiled[key] = jax.jit(jax.vmap(f, in_axes=(None, None, 0, None)))

@@ -49,7 +49,7 @@ def test_overheads_and_measured_tables_are_read_and_described():
         ('[overheads.data]\nper_sample_s = "1ms"\n', "key 'overheads.data.per_sample_s': must be a number"),
         (
             "[overheads.data]\nper_epoch_s = 1\n",
-            "unknown term (known: compute, allreduce, allgather, halo, p2p, per_iter_s, per_sample_s)",
+            "unknown term (known: compute, allreduce, allgather, halo, p2p, per_iter_s, per_sample_s, per_input_s)",
         ),
         ("[overheads.data]\ncompute = -1.5\n", "must be > 0"),
         ('[overheads.data]\ncompute = "x"\n', "must be a number"),

@@ -29,10 +29,14 @@ from sweep.trust.calibrate import (
     make_folds,
     parse_fit,
 )
+from sweep.trust.intervals import predictive
+from sweep.trust.structure import candidate_params, fit_procedure, parameter_groups
 from sweep.trust.validation import predict, summarize, symmetric_accuracy
 from tests.helpers import trust_doc
 
 PUBLIC = grids.MEASUREMENTS / "abci_chainer_public.csv"
+#: A prior scale that makes every prior flat: the fit is then maximum likelihood.
+FLAT = 1e8
 #: Known parameters of the synthetic runs: a machine bandwidth, efficiency, two overhead factors
 #: and two additive overheads (seconds per iteration, per sample).
 TRUTH = {
@@ -76,26 +80,35 @@ def synthetic(tmp_path_factory, abci):
 # ------------------------------------------------------------------------------------ gradients
 
 
+def _objective_args(problem, free=None):
+    k = len(problem.params)
+    on = np.ones(k) if free is None else np.asarray(free, np.float64)
+    return (jnp.asarray(problem.weights), jnp.asarray(problem.log_meas), jnp.asarray(on),
+            jnp.asarray(problem.log_start), jnp.asarray(problem.width))  # fmt: skip
+
+
 def test_gradient_equals_central_differences(synthetic):
+    """The negative log posterior (robust loss, weights, priors): jax.grad against differences."""
     _, problem = synthetic
-    w = jnp.ones(len(problem.log_meas))
-    y = jnp.asarray(problem.log_meas)
+    args = _objective_args(problem)
     logv = problem.log_start + np.array([0.3, -0.2, 0.5, 0.1, 8.0, 7.0])  # away from the minimum
-    value, grad = problem.loss_and_grad(jnp.asarray(logv), w, y)
+    value, grad = problem.objective_and_grad(jnp.asarray(logv), *args)
     assert float(value) > 1e-3
     h = 1e-5
     for i in range(len(logv)):
         step = np.zeros_like(logv)
         step[i] = h
-        up = float(problem.loss_and_grad(jnp.asarray(logv + step), w, y)[0])
-        down = float(problem.loss_and_grad(jnp.asarray(logv - step), w, y)[0])
-        assert float(grad[i]) == pytest.approx((up - down) / (2 * h), rel=1e-6, abs=1e-10)
+        up = float(problem.objective_and_grad(jnp.asarray(logv + step), *args)[0])
+        down = float(problem.objective_and_grad(jnp.asarray(logv - step), *args)[0])
+        assert float(grad[i]) == pytest.approx((up - down) / (2 * h), rel=1e-6, abs=1e-9)
 
 
 def test_gradient_in_the_bounded_parameters_equals_central_differences(synthetic):
     _, problem = synthetic
     free = np.array([True, True, False, True, True, True])
-    obj = Objective(problem, free, np.ones(len(problem.log_meas)), problem.log_start.copy())
+    obj = Objective(
+        problem, free, problem.weights, problem.log_start.copy(), problem.log_start, problem.width
+    )
     theta = obj.theta0() + np.array([0.4, -0.3, 0.2, 3.0, 2.0])
     _, grad = obj.fg(theta)
     h = 1e-5
@@ -103,7 +116,7 @@ def test_gradient_in_the_bounded_parameters_equals_central_differences(synthetic
         step = np.zeros_like(theta)
         step[i] = h
         numeric = (obj.fg(theta + step)[0] - obj.fg(theta - step)[0]) / (2 * h)
-        assert grad[i] == pytest.approx(numeric, rel=1e-6, abs=1e-10)
+        assert grad[i] == pytest.approx(numeric, rel=1e-6, abs=1e-9)
     assert obj.to_logv(theta)[2] == problem.log_start[2]  # a fixed parameter stays put
 
 
@@ -115,19 +128,19 @@ def test_calibration_recovers_known_parameters(synthetic, perturb):
     _, problem = synthetic
     truth = np.array(list(TRUTH.values()))
     start = np.log(truth * np.array(perturb) + problem.floor)
-    result = fit(problem, start=start)
+    result = fit(problem, start=start, prior_scale=FLAT)
     assert result.converged and not result.at_bound.any()
     fitted = problem.values(result.logv)
     np.testing.assert_allclose(list(fitted.values()), truth, rtol=1e-3)
-    assert result.loss < 1e-12
+    assert result.loss < 1e-9
 
 
 def test_additive_overheads_start_at_zero_and_are_recovered_from_it(synthetic):
     """From the default start (additive overheads at 0, factors at 1), the fit still finds them."""
     _, problem = synthetic
     assert problem.values(problem.log_start)["overheads.data.per_iter_s"] == 0.0
-    result = fit(problem)
-    assert result.converged and result.loss < 1e-12
+    result = fit(problem, prior_scale=FLAT)
+    assert result.converged and result.loss < 1e-9
     np.testing.assert_allclose(list(problem.values(result.logv).values()), list(TRUTH.values()), rtol=1e-3)
 
 
@@ -181,17 +194,6 @@ def test_parse_fit_refuses_bad_names(abci, text, needle):
     assert needle in str(err.value)
 
 
-def test_fewer_runs_than_parameters_is_refused(tmp_path, abci):
-    path = tmp_path / "two.csv"
-    path.write_text(
-        "model,strategy,p,b,machine,iter_time_s\nresnet50,data,8,64,abci,0.2\nresnet50,data,16,64,abci,0.2\n"
-    )
-    meas = read_measurements(path, machine=abci)
-    params = parse_fit("efficiency,inter_bandwidth_Bps,overheads.data.compute", abci)
-    with pytest.raises(InputError, match="3 parameters to fit but only 2 measured runs"):
-        calibrate(meas, abci, params)
-
-
 # ------------------------------------------------------------------- the public file, calibrated
 
 
@@ -201,33 +203,24 @@ def public(abci):
     return meas, calibrate(meas, abci, None, cv=5)
 
 
-def test_default_calibration_identifies_per_strategy_overheads(public):
+def test_default_calibration_chooses_a_structure_never_worse_than_nothing(public):
     meas, cal = public
-    fitted = cal.fitted
-    # the hybrids: a cost per sample first (it does not depend on the model); data: a factor
-    for name in ("data+spatial.per_sample_s", "data+filter.per_sample_s", "data+spatial.all", "data.all"):
-        assert f"overheads.{name}" in fitted
-    assert len(fitted) <= len(meas.runs)
-    assert cal.fit.converged
-    assert set(cal.selection.reasons).isdisjoint(fitted)
-    # an additive cost the runs do not need is fitted to 0 and dropped: AlexNet's good data+spatial
-    # runs take 3.3 to 4.1 ms per sample at b = 512 and 5.2 ms at b = 2048, more per sample with a
-    # larger batch, where a fixed cost per iteration would make it less
-    assert cal.selection.reasons["overheads.data+spatial.per_iter_s"].startswith("fitted to 0")
-    # data parallelism needs one now: the model gives AlexNet's data-parallel runs 0.34 of their
-    # measured time on average (0.47 s at p = 1, b = 512, then up to 5.3 s, some measured twice up
-    # to 4x apart) and ResNet-50's 0.90; one factor on the strategy's terms cannot give both, a cost
-    # per sample adds more to AlexNet (0.61 ms of compute per sample) than to ResNet-50 (3.1 ms)
-    assert "overheads.data.per_sample_s" in fitted
-    # data+spatial: the good AlexNet and ResNet-50 runs take 3.3 to 5.2 ms per sample per group,
-    # whatever the model, but CosmoFlow-512's (b = 1) take 14 to 21 s, about 30x the model: no cost
-    # per sample explains both, so a factor above 1 on the model's terms takes part of it, and the
-    # cost per sample falls below what the AlexNet and ResNet-50 runs show (issue 28: priors, a
-    # per-model compute scale)
-    assert fitted["overheads.data+spatial.all"] > 1
-    assert 0 < fitted["overheads.data+spatial.per_sample_s"] < 3.3e-3
-    # data+filter: ~43 ms per sample, ~15x the ideal model
-    assert 0.02 < fitted["overheads.data+filter.per_sample_s"] < 0.08
+    chosen = cal.chosen
+    assert chosen is not None and chosen.structure == cal.structure
+    assert not chosen.flagged  # no held-out group below its uncalibrated accuracy
+    assert chosen.accuracy == max(c.accuracy for c in cal.candidates if not c.flagged)
+    labels = [c.structure.label for c in cal.candidates]
+    assert labels[0] == "uncalibrated" and len(set(labels)) == len(labels)
+    t = np.array([r.iter_time_s for r in meas.runs])
+    assert chosen.accuracy > symmetric_accuracy(cal.uncalibrated_s, t).mean()
+    assert cal.fit.converged or cal.fit.iterations == 2000
+    # shared, physical parameters at physical values: none at a bound (additive seconds may sit at 0)
+    for p, free, edge in zip(cal.problem.params, cal.fit.free, cal.fit.at_bound, strict=True):
+        if free and not p.additive:
+            assert not edge, p.name
+    # AlexNet's single-GPU runs take 1.5x to 1.9x its profiled time: its compute scale is above 1,
+    # fitted on them first
+    assert cal.fitted["model.alexnet.compute"] > 1
 
 
 def test_calibration_improves_the_fitted_runs_and_cross_validates(public):
@@ -235,9 +228,10 @@ def test_calibration_improves_the_fitted_runs_and_cross_validates(public):
     t = np.array([r.iter_time_s for r in meas.runs])
     uncal = symmetric_accuracy(cal.uncalibrated_s, t).mean()
     train = symmetric_accuracy(cal.train_s, t).mean()
-    assert uncal < 0.35 < 0.55 < train  # the hybrids are far slower than the ideal model
+    assert uncal < 0.35 < 0.5 < train  # the hybrids are far slower than the ideal model
     assert np.isfinite(cal.cv_s).all()
     assert 0.4 < symmetric_accuracy(cal.cv_s, t).mean() <= train + 0.05
+    assert 0.7 <= cal.cv_intervals.coverage <= 0.95
 
 
 def test_uncalibrated_equals_the_validation_path(public, public_uncalibrated):
@@ -254,12 +248,18 @@ def test_fitted_machine_file_reproduces_the_calibrated_predictions(public, abci,
     assert loaded.name == "abci-fit" and loaded.measured_key == "abci"
     assert loaded.ref_rate_flops == abci.ref_rate_flops
     assert loaded.overheads == profile.overheads
-    # spatial and filter have runs of their own: their overheads are fitted, not transferred
-    for pure, hybrid in (("spatial", "data+spatial"), ("filter", "data+filter")):
-        assert f"overheads.{pure}.per_sample_s" in cal.fitted
-        assert loaded.overheads[pure] != loaded.overheads[hybrid]
+    assert loaded.compute_scale == profile.compute_scale and "alexnet" in loaded.compute_scale
+    assert loaded.posterior is not None and loaded.posterior.params == profile.posterior.params
     again = read_measurements(PUBLIC, machine=loaded)
     np.testing.assert_allclose(predict(again).t_iter_s, cal.train_s, rtol=1e-10)
+    # the intervals the file reproduces: the same from the file (covariance to 6 digits) as in memory
+    keep = [i for i, r in enumerate(again.runs) if (r.model, r.strategy) == ("resnet50", "data")]
+    t, lo, hi = predictive(again.subset(keep), loaded)
+    _, lo0, hi0 = predictive(read_measurements(PUBLIC, machine=profile).subset(keep), profile)
+    np.testing.assert_allclose(t, cal.train_s[keep], rtol=1e-10)
+    np.testing.assert_allclose(lo, lo0, rtol=1e-4)
+    np.testing.assert_allclose(hi, hi0, rtol=1e-4)
+    assert (lo < t).all() and (t < hi).all()
 
 
 def test_leave_one_model_out_never_sees_the_rows_it_predicts(public):
@@ -267,12 +267,17 @@ def test_leave_one_model_out_never_sees_the_rows_it_predicts(public):
     problem = cal.problem
     folds = make_folds(meas, "model")
     assert len(folds) == 4  # alexnet, vgg16, resnet50, cosmoflow-512
-    held_out = cross_validate(problem, folds, default=True)
+    masks = candidate_params(meas, cal.problem.profile, parameter_groups(meas))[1]
+
+    def fitter(w):
+        return fit_procedure(problem, masks, cal.structure, w)
+
+    held_out = cross_validate(problem, folds, fitter)[0]
     alexnet = np.array([r.model == "alexnet" for r in meas.runs])
     saved = problem.log_meas.copy()
     try:  # change the measured times of the held-out model: its predictions must not move
         problem.log_meas = saved + np.where(alexnet, 1.0, 0.0)
-        moved = cross_validate(problem, folds, default=True)
+        moved = cross_validate(problem, folds, fitter)[0]
     finally:
         problem.log_meas = saved
     np.testing.assert_allclose(moved[alexnet], held_out[alexnet], rtol=1e-12)
@@ -329,7 +334,7 @@ def test_a_strategy_fitted_on_its_own_transfers_only_when_asked(abci):
 def test_the_documented_accuracy_table_is_what_the_code_computes(public, public_uncalibrated):
     """docs/trust.md's table: uncalibrated, leave-one-model-out and 5-fold held-out accuracies."""
     meas, cal = public
-    lomo = cross_validate(cal.problem, make_folds(meas, "model"), default=True)
+    lomo = cal.chosen.held_out_s
     columns = {
         "uncalibrated": summarize(meas, public_uncalibrated[1].t_iter_s),
         "lomo": summarize(meas, lomo),
@@ -393,8 +398,10 @@ def test_cli_calibrate_writes_a_machine_the_other_commands_accept(runner, tmp_pa
 
     val = runner.invoke(cli, ["validate", str(csv_path), "--machine", str(out), "--summary"])
     assert val.exit_code == 0, val.output
-    overall = val.stdout.splitlines()[-1 if "infeasible" not in val.stdout else -2].split()
+    overall = next(x for x in val.stdout.splitlines() if x.startswith("all ")).split()
     assert overall[:2] == ["all", "all"] and float(overall[-1]) == pytest.approx(train, abs=5e-4)
+    assert "80% intervals cover" in val.stdout  # a calibrated file carries its intervals
+    assert row["t_iter_s_lo"] < row["t_iter_s"] < row["t_iter_s_hi"]
 
 
 @pytest.mark.parametrize(
@@ -414,18 +421,6 @@ def test_cli_calibrate_errors_are_one_line(runner, tmp_path, args, needle):
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
 
 
-def test_cli_calibrate_refuses_more_parameters_than_runs(runner, tmp_path):
-    fit = (
-        "efficiency,overheads.data.compute,overheads.data.comm,inter_alpha_s,intra_alpha_s,"
-        "intra_bandwidth_Bps,wu_passes,gpu_flops,gpu_mem_bw_Bps,bytes_per_element,inter_bandwidth_Bps"
-    )
-    path = small_csv(tmp_path, runs=10)
-    result = runner.invoke(cli, ["calibrate", str(path), "--machine", "abci", "--fit", fit])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "11 parameters to fit but only 10 measured runs" in lines[0], result.stderr
-
-
 def test_cli_calibrate_needs_a_machine(runner, tmp_path):
     result = runner.invoke(cli, ["calibrate", str(small_csv(tmp_path))])
     assert result.exit_code == 2 and "--machine" in result.output
@@ -443,3 +438,18 @@ def test_every_strategy_pair_has_a_fit_name(abci):
     ]
     assert [p.name for p in parse_fit(names, abci)] == names
     assert dataclasses.asdict(parse_fit("overheads.pipeline.p2p=0.5:4", abci)[0])["lo"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--loss", "cubic"], "cubic"),
+        (["--loss-scale", "0"], "--loss-scale must be a number > 0"),
+        (["--prior-scale", "-1"], "--prior-scale must be a number > 0"),
+        (["--quality-weight", "fair"], "QUALITY=WEIGHT"),
+    ],
+)
+def test_cli_calibrate_refuses_bad_objective_options(runner, tmp_path, args, needle):
+    result = runner.invoke(cli, ["calibrate", str(small_csv(tmp_path)), "--machine", "abci", *args])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output + result.stderr
