@@ -3,8 +3,8 @@ reasons of a configuration and the machine's scalar parameters."""
 
 #: Reasons a configuration is infeasible: ``Cost.limit`` codes index this tuple (docs/model.md §11;
 #: column ``limit_reason``), 0 feasible.
-LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch")
-OK, MEMORY, MAX_P, BATCH = 0, 1, 2, 3
+LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch", "dataset")
+OK, MEMORY, MAX_P, BATCH, DATASET = 0, 1, 2, 3, 4
 
 #: Scalar parameters that a sweep axis, ``--set`` or calibration may change.
 SCALAR_PARAMS: tuple[str, ...] = (

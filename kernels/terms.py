@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from kernels._types import Array
 from kernels.machine import Machine
-from kernels.names import BATCH, MAX_P, MEMORY, OK
+from kernels.names import BATCH, DATASET, MAX_P, MEMORY, OK
 from kernels.network import Net
 
 
@@ -41,7 +41,7 @@ class Cost(NamedTuple):
     t_halo_s: Array
     t_p2p_s: Array
     mem_bytes: Array
-    limit: Array  # int32 index into LIMITS; checked in order batch, max_p, memory
+    limit: Array  # int32 index into LIMITS; checked in order batch, max_p, dataset, memory
 
 
 class Derived(NamedTuple):
@@ -163,11 +163,20 @@ def memory_bytes(machine: Machine, act_elems, w_elems):
     return 2.0 * machine.bytes_per_element * (act_elems + w_elems)
 
 
-def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch):
-    """First failing reason in the order batch, max_p, memory (docs/model.md §11)."""
+def over_dataset(net: Net, global_batch):
+    """True when one iteration would need more samples than the data set holds, ``B > D``
+    (docs/model.md §11)."""
+    return global_batch > net.dataset_samples
+
+
+def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch, over_data):
+    """First failing reason in the order batch, max_p, dataset, memory (docs/model.md §11).
+
+    ``over_data`` is :func:`over_dataset` of the strategy's global batch.
+    """
     return jnp.select(
-        [over_batch, over_max_p, mem_bytes > machine.gpu_mem_bytes],
-        [BATCH, MAX_P, MEMORY],
+        [over_batch, over_max_p, over_data, mem_bytes > machine.gpu_mem_bytes],
+        [BATCH, MAX_P, DATASET, MEMORY],
         OK,
     ).astype(jnp.int32)
 

@@ -46,5 +46,5 @@ def data(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, p < 1, big_b < p),
+        limit=terms.limit_code(machine, mem, p < 1, big_b < p, terms.over_dataset(net, big_b)),
     )

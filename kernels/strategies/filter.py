@@ -67,7 +67,9 @@ def _split_channels(net: Net, machine: Machine, cfg: Config, sums: SplitSums) ->
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, (p > sums.max_p) | (p < 1), big_b < 1),
+        limit=terms.limit_code(
+            machine, mem, (p > sums.max_p) | (p < 1), big_b < 1, terms.over_dataset(net, big_b)
+        ),
     )
 
 

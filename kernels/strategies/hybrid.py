@@ -76,7 +76,9 @@ def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, misfit | (p2 > sums.max_p), cfg.b < 1),
+        limit=terms.limit_code(
+            machine, mem, misfit | (p2 > sums.max_p), cfg.b < 1, terms.over_dataset(net, big_b)
+        ),
     )
 
 
@@ -128,5 +130,7 @@ def data_spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=its * traffic.halo_s,
         t_p2p_s=terms.zeros_like(comp),
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, misfit | share.over_max_p, cfg.b < 1),
+        limit=terms.limit_code(
+            machine, mem, misfit | share.over_max_p, cfg.b < 1, terms.over_dataset(net, big_b)
+        ),
     )

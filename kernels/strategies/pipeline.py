@@ -57,5 +57,7 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=p2p,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, (p > net.n_layers) | (p < 1), (s > big_b) | (s < 1)),
+        limit=terms.limit_code(
+            machine, mem, (p > net.n_layers) | (p < 1), (s > big_b) | (s < 1), terms.over_dataset(net, big_b)
+        ),
     )

@@ -37,5 +37,5 @@ def serial(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, False, big_b < 1),
+        limit=terms.limit_code(machine, mem, False, big_b < 1, terms.over_dataset(net, big_b)),
     )

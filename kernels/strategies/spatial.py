@@ -114,5 +114,5 @@ def spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=its * traffic.halo_s,
         t_p2p_s=terms.zeros_like(comp),
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, share.over_max_p, big_b < 1),
+        limit=terms.limit_code(machine, mem, share.over_max_p, big_b < 1, terms.over_dataset(net, big_b)),
     )
