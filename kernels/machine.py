@@ -29,6 +29,8 @@ class Machine(NamedTuple):
     intra_alpha_s: Array
     intra_bandwidth_Bps: Array
     allreduce_algo: Array
+    memory_model: Array  # a code of kernels.names.MEMORY_MODELS (docs/model.md §6)
+    optimizer_states: Array  # optimizer state per weight, in weights (docs/model.md §6.2)
     inter_span_nodes: Array  # [L]; the last level's span is unbounded (inf)
     inter_alpha_s: Array  # [L]
     inter_bandwidth_Bps: Array  # [L]

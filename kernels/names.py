@@ -21,4 +21,9 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "inter_alpha_s",
     "inter_bandwidth_Bps",
     "allreduce_algo",
+    "memory_model",
+    "optimizer_states",
 )
+
+#: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.
+MEMORY_MODELS: dict[str, int] = {"training": 0, "paradl": 1}

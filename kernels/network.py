@@ -35,6 +35,19 @@ KINDS: tuple[str, ...] = (
     "dropout",
 )
 IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
+#: What a layer of each kind keeps for its backward pass (docs/model.md §6.2): its input ``x``
+#: (the weight gradient of conv and fc, batch-norm's normalisation), its output ``y`` (the mask
+#: of relu and dropout, max pooling's argmax), or nothing. A kind not listed keeps its input.
+SAVES: dict[str, str] = {
+    "conv": "x",
+    "fc": "x",
+    "pool_max": "y",
+    "pool_avg": "",
+    "relu": "y",
+    "bnorm": "x",
+    "add": "",
+    "dropout": "y",
+}
 #: Strategy families that a per-layer ``active`` flag can target.
 ACTIVE_FAMILIES: tuple[str, ...] = ("spatial", "filter", "channel")
 
@@ -71,7 +84,8 @@ class SpatialTable(NamedTuple):
 
     ``neg_prefix_min[k] = -min(x1, y1 over layers 0..k)`` over the allowed
     prefix; the default active count for a group of n GPUs is the number of
-    its entries <= -n. Table rows are indexed by that count.
+    its entries <= -n. Table rows are indexed by that count. The ``saved``
+    and ``work`` rows are the training memory's (docs/model.md §6.2).
     """
 
     neg_prefix_min: Array  # [K] nondecreasing; empty when overridden
@@ -81,6 +95,9 @@ class SpatialTable(NamedTuple):
     halo_elems: Array  # [K+1] sum of halo_x + halo_dy per sample
     y_last_elems: Array  # [K+1] output of the last active layer per sample
     max_p: Array  # [K+1] smallest split extent among active layers (0 if none)
+    saved_elems: Array  # [K+1] activations the active layers keep for the backward pass, per sample
+    work_active: Array  # [K+1] largest |x|+|y| among active layers, per sample (0 if none)
+    work_rest: Array  # [K+1] largest |x|+|y| among inactive layers, per sample (0 if none)
 
 
 class PipelineTable(NamedTuple):
@@ -96,6 +113,8 @@ class PipelineTable(NamedTuple):
     y_boundary_max: Array  # [G+1] largest output of a group's last layer, groups i < p
     mem_act: Array  # [G+1, H] slopes: non-in-place x+y of the groups on the memory envelope
     mem_w: Array  # [G+1, H] intercepts: weights of those groups (zero-padded)
+    keep_act: Array  # [G+1, H'] as mem_act for the training memory: activations kept, per sample
+    keep_w: Array  # [G+1, H'] weights of those groups (zero-padded)
 
 
 class Net(NamedTuple):
@@ -108,6 +127,8 @@ class Net(NamedTuple):
     act_elems: Array  # non-in-place x+y per sample
     t_measured_s: Array  # measured per-sample training time, 0 when none
     ref_rate_flops: Array  # gpu_flops*efficiency the measurement belongs to
+    saved_elems: Array  # activations training keeps for the backward pass, per sample (§6.2)
+    work_elems: Array  # largest |x|+|y| of one layer, per sample (§6.2)
     filter: SplitSums
     channel: SplitSums
     spatial: SpatialTable
@@ -146,6 +167,22 @@ def default_active(kind: np.ndarray) -> np.ndarray:
     return np.stack([filt, chan])
 
 
+def saved_elems(kind: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Activation elements per sample that training keeps for the backward pass, per layer
+    (docs/model.md §6.2).
+
+    A layer that keeps its output is charged ``|y|``; one that keeps its input
+    ``|x|``, unless the layer before it keeps its output (the same tensor,
+    charged once, to the layer that made it).
+    """
+    names = np.array(KINDS)[kind]
+    keeps = np.array([SAVES.get(n, "x") for n in names])
+    x_elems = np.prod(x, axis=1)
+    y_elems = np.prod(y, axis=1)
+    before_keeps_y = np.concatenate([[False], keeps[:-1] == "y"])
+    return np.where(keeps == "y", y_elems, 0.0) + np.where((keeps == "x") & ~before_keeps_y, x_elems, 0.0)
+
+
 def _split_sums(active, flops, w_elems, y_elems, split_channels) -> SplitSums:
     comm = active.copy()
     comm[-1] = False  # no exchange after the network's last layer
@@ -173,8 +210,9 @@ def halo_elems(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray,
     return h > 0, hx + hy
 
 
-def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
+def _spatial_table(layers: LayerArrays, flops, act, in_place, saved) -> SpatialTable:
     names = np.array(KINDS)[layers.kind]
+    work = act  # |x|+|y| of every layer, in place or not: a layer's input and output gradient
     has_halo, halo = halo_elems(layers.x, layers.w, layers.y)
     y_elems = np.prod(layers.y, axis=1)
     extent = np.minimum(layers.x[:, 1], layers.y[:, 1]).astype(np.float64)
@@ -189,6 +227,9 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
             halo_elems=np.array([halo[a & has_halo].sum()]),
             y_last_elems=np.array([y_elems[last[-1]] if last.size else 0.0]),
             max_p=np.array([extent[a].min() if a.any() else 0.0]),
+            saved_elems=np.array([saved[a].sum()]),
+            work_active=np.array([work[a].max() if a.any() else 0.0]),
+            work_rest=np.array([work[~a].max() if (~a).any() else 0.0]),
         )
     fc = np.flatnonzero(names == "fc")
     cap = int(fc[0]) if fc.size else len(names)
@@ -205,6 +246,10 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
         halo_elems=cum(np.where(has_halo, halo, 0.0)),
         y_last_elems=np.concatenate([[0.0], y_elems[:cap]]),
         max_p=np.concatenate([[0.0], prefix_min]),
+        saved_elems=cum(saved),
+        work_active=np.concatenate([[0.0], np.maximum.accumulate(work[:cap])]),
+        # row k: the largest of layers k..G-1, which the first k leave inactive
+        work_rest=np.append(np.maximum.accumulate(work[::-1])[::-1], 0.0)[: cap + 1],
     )
 
 
@@ -285,30 +330,42 @@ def upper_envelope(slopes: np.ndarray, intercepts: np.ndarray) -> list[int]:
         cur, x = best, best_x
 
 
-def _pipeline_table(flops, w_elems, act_nip, y_elems) -> PipelineTable:
+def _envelope_rows(hulls: list[tuple[list[float], list[float]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-padded ``[len(hulls), H]`` slopes and intercepts of each row's envelope."""
+    width = max(len(a) for a, _ in hulls)
+    slopes = np.zeros((len(hulls), width))
+    intercepts = np.zeros((len(hulls), width))
+    for p, (a, w) in enumerate(hulls):
+        slopes[p, : len(a)] = a
+        intercepts[p, : len(w)] = w
+    return slopes, intercepts
+
+
+def _pipeline_table(flops, w_elems, act_nip, y_elems, saved) -> PipelineTable:
     g = len(flops)
     flops_max = np.zeros(g + 1)
     w_max = np.zeros(g + 1)
     y_bound = np.zeros(g + 1)
     hulls: list[tuple[list[float], list[float]]] = [([], [])]
+    keeps: list[tuple[list[float], list[float]]] = [([], [])]
     candidates = contiguous_sums(flops)
     for p in range(1, g + 1):
         starts = minmax_partition(flops, p, candidates)
         bounds = [*starts, g]
         acts = np.add.reduceat(act_nip, starts)
+        kept = np.add.reduceat(saved, starts)
         ws = np.add.reduceat(w_elems, starts)
         flops_max[p] = np.add.reduceat(flops, starts).max()
         w_max[p] = ws.max()
         y_bound[p] = max((y_elems[hi - 1] for hi in bounds[1:-1]), default=0.0)
-        keep = upper_envelope(acts, ws)
-        hulls.append(([acts[i] for i in keep], [ws[i] for i in keep]))
-    width = max(len(a) for a, _ in hulls)
-    mem_act = np.zeros((g + 1, width))
-    mem_w = np.zeros((g + 1, width))
-    for p, (a, w) in enumerate(hulls):
-        mem_act[p, : len(a)] = a
-        mem_w[p, : len(w)] = w
-    return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w)
+        # the envelope of lines a B + c w is the same set of groups for every c > 0
+        hull = upper_envelope(acts, ws)
+        hulls.append(([acts[i] for i in hull], [ws[i] for i in hull]))
+        hull = upper_envelope(kept, ws)
+        keeps.append(([kept[i] for i in hull], [ws[i] for i in hull]))
+    mem_act, mem_w = _envelope_rows(hulls)
+    keep_act, keep_w = _envelope_rows(keeps)
+    return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w, keep_act, keep_w)
 
 
 def build_net(
@@ -333,6 +390,7 @@ def build_net(
     in_place = np.isin(names, list(IN_PLACE))
     act = x_elems + y_elems
     act_nip = np.where(in_place, 0.0, act)
+    saved = saved_elems(layers.kind, x, y)
     defaults = default_active(layers.kind)
     masks = [layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1] for f in (1, 2)]
     return Net(
@@ -343,10 +401,12 @@ def build_net(
         act_elems=np.float64(act_nip.sum()),
         t_measured_s=np.float64(t_measured_s),
         ref_rate_flops=np.float64(ref_rate_flops),
+        saved_elems=np.float64(saved.sum()),
+        work_elems=np.float64(act.max()),
         filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0]),
         channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x)),
-        spatial=_spatial_table(layers, flops, act, in_place),
-        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems),
+        spatial=_spatial_table(layers, flops, act, in_place, saved),
+        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved),
     )
 
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from kernels._types import Array
 from kernels.machine import Machine
-from kernels.names import BATCH, DATASET, MAX_P, MEMORY, OK
+from kernels.names import BATCH, DATASET, MAX_P, MEMORY, MEMORY_MODELS, OK
 from kernels.network import Net
 
 
@@ -159,8 +159,36 @@ def split_sum(active, total, parts):
 
 
 def memory_bytes(machine: Machine, act_elems, w_elems):
-    """ParaDL's conservative memory, docs/model.md §6: ``2 delta (activations + weights)``."""
+    """ParaDL's conservative memory, docs/model.md §6.1: ``2 delta (activations + weights)``."""
     return 2.0 * machine.bytes_per_element * (act_elems + w_elems)
+
+
+def training_memory_bytes(machine: Machine, saved_elems, work_elems, w_elems):
+    """What training keeps, docs/model.md §6.2.
+
+    .. math:: M = \\delta\\,(A_{saved} + A_{work} + (2 + n_{opt})\\,W)
+
+    activations kept for the backward pass, the largest layer's input and
+    output (or their gradients) alive at one moment, and the weights, their
+    gradients and ``optimizer_states`` copies of optimizer state.
+    """
+    weights = (2.0 + machine.optimizer_states) * w_elems
+    return machine.bytes_per_element * (saved_elems + work_elems + weights)
+
+
+def choose_memory(machine: Machine, paradl_bytes, training_bytes):
+    """The memory of the machine's ``memory_model`` (docs/model.md §6)."""
+    return jnp.where(machine.memory_model == MEMORY_MODELS["paradl"], paradl_bytes, training_bytes)
+
+
+def replica_memory(machine: Machine, net: Net, batch, w_elems):
+    """Memory of a GPU that holds every layer's activations for ``batch`` samples and
+    ``w_elems`` weights (serial, data, filter, channel, data+filter), docs/model.md §6."""
+    return choose_memory(
+        machine,
+        memory_bytes(machine, batch * net.act_elems, w_elems),
+        training_memory_bytes(machine, batch * net.saved_elems, batch * net.work_elems, w_elems),
+    )
 
 
 def over_dataset(net: Net, global_batch):

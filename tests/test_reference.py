@@ -53,7 +53,8 @@ def _case(model_key: str, machine_key: str):
 
     profile = load_machine(machine_key.split("@")[0])
     net = bind(_model(model_key), profile.name, profile.ref_rate_flops)
-    machine = profile.pytree(np.float64)
+    # the oracles evaluate ParaDL's memory equation (docs/model.md §6.1)
+    machine = profile.pytree(np.float64)._replace(memory_model=np.float64(kernels.MEMORY_MODELS["paradl"]))
     if machine_key.endswith("@eff0.6"):
         machine = machine._replace(efficiency=np.float64(0.6))
     return net, machine, reference.prepare(net, machine)

@@ -30,7 +30,7 @@ def data(net: Net, machine: Machine, cfg: Config) -> Cost:
     )
     weight_bytes = machine.bytes_per_element * net.w_elems
     allreduce = its * mach.gradient_allreduce_s(machine, p, weight_bytes, mach.link(machine, p))
-    mem = terms.memory_bytes(machine, cfg.b * net.act_elems, net.w_elems)
+    mem = terms.replica_memory(machine, net, cfg.b, net.w_elems)
     zero = terms.zeros_like(comp)
     return Cost(
         p=p,

@@ -50,7 +50,7 @@ def _split_channels(net: Net, machine: Machine, cfg: Config, sums: SplitSums) ->
         terms.update_s(machine, terms.split_sum(sums.w_elems, net.w_elems, p))
     )
     traffic = layerwise_traffic(sums, p, big_b, machine.bytes_per_element, mach.link(machine, p))
-    mem = terms.memory_bytes(machine, big_b * net.act_elems, terms.split_sum(sums.w_elems, net.w_elems, p))
+    mem = terms.replica_memory(machine, net, big_b, terms.split_sum(sums.w_elems, net.w_elems, p))
     zero = terms.zeros_like(comp)
     one = jnp.ones_like(p)
     return Cost(

@@ -60,7 +60,7 @@ def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
     intra = layerwise_traffic(sums, p2, cfg.b, delta, mach.link(machine, p2))
     inter_lk = mach.link(machine, cfg.p, mach.nic_share(machine, machine.gpus_per_node))
     grad = collectives.allreduce_s(machine.allreduce_algo, p1, delta * shard_w, *inter_lk)
-    mem = terms.memory_bytes(machine, cfg.b * net.act_elems, shard_w)
+    mem = terms.replica_memory(machine, net, cfg.b, shard_w)
     zero = terms.zeros_like(comp)
     return Cost(
         p=cfg.p,

@@ -21,7 +21,7 @@ def serial(net: Net, machine: Machine, cfg: Config) -> Cost:
     comp = net.dataset_samples * net.flops * terms.sec_per_flop(net, machine) + its * terms.update_s(
         machine, net.w_elems
     )
-    mem = terms.memory_bytes(machine, big_b * net.act_elems, net.w_elems)
+    mem = terms.replica_memory(machine, net, big_b, net.w_elems)
     zero = terms.zeros_like(comp)
     return Cost(
         p=one,

@@ -12,9 +12,9 @@ inter-node level together (with equal levels, as on the shipped machines,
 that is exactly the sweep axis); ``inter_alpha_s`` is the first level's
 latency with deeper levels keeping their extra latency over it, as the axis
 defines it. ``gpus_per_node`` and ``nics_per_node`` are integer-valued and
-``allreduce_algo`` is a choice, so they have no derivative and are left out
-(the output says so). ``gpu_mem_bytes`` only decides feasibility: its
-elasticity is 0. At a kink of the model (a NIC-sharing ``max``, the cheaper
+``allreduce_algo`` and ``memory_model`` are choices, so they have no derivative
+and are left out (the output says so). ``gpu_mem_bytes`` and
+``optimizer_states`` only decide feasibility: their elasticity is 0. At a kink of the model (a NIC-sharing ``max``, the cheaper
 of two algorithms) the derivative is the one-sided value JAX picks.
 """
 
@@ -52,6 +52,7 @@ SKIPPED = {
     "gpus_per_node": "integer-valued",
     "nics_per_node": "integer-valued",
     "allreduce_algo": "a choice of algorithm",
+    "memory_model": "a choice of memory equation",
 }
 #: Parameters differentiated, in :data:`kernels.SCALAR_PARAMS` order.
 PARAMS: tuple[str, ...] = tuple(k for k in SCALAR_PARAMS if k not in SKIPPED)

@@ -19,6 +19,7 @@ import numpy as np
 import grids
 from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine, with_params
 from kernels.machine import INTER_PARAMS, inter_levels
+from kernels.names import MEMORY_MODELS
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.inputs.models import read_toml
@@ -33,8 +34,9 @@ TOP_KEYS: dict[str, float | None] = {
     "nics_per_node": 1.0,
     "bytes_per_element": 4.0,
     "wu_passes": 3.0,
+    "optimizer_states": 1.0,
 }
-#: Parameters that must be > 0 (the rest: wu_passes >= 0, efficiency in (0, 1]).
+#: Parameters that must be > 0 (the rest: wu_passes, optimizer_states >= 0, efficiency in (0, 1]).
 POSITIVE = {
     "gpu_flops",
     "gpu_mem_bytes",
@@ -100,12 +102,16 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
         ):
             return float(value)
         raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=key))
+    if name == "memory_model":
+        if value in MEMORY_MODELS:
+            return float(MEMORY_MODELS[value])
+        raise InputError(f"must be one of {', '.join(MEMORY_MODELS)}", where(origin, key=key))
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
     value = float(value)
     if name in POSITIVE and value <= 0:
         raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
-    if name == "wu_passes" and value < 0:
+    if name in ("wu_passes", "optimizer_states") and value < 0:
         raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
     if name == "efficiency" and not 0 < value <= 1:
         raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
@@ -238,6 +244,7 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         "description",
         "sources",
         "allreduce_algo",
+        "memory_model",
         "intra",
         "inter",
         "overheads",
@@ -282,6 +289,7 @@ def _scalar_params(doc: dict, origin: str) -> dict[str, float]:
         else:
             params[key] = check_param(key, doc[key], origin)
     params["allreduce_algo"] = check_param("allreduce_algo", doc.get("allreduce_algo", "ring"), origin)
+    params["memory_model"] = check_param("memory_model", doc.get("memory_model", "training"), origin)
     return params
 
 
@@ -434,6 +442,8 @@ def to_toml(profile: MachineProfile, comments: tuple[str, ...] = ()) -> str:
         lines.append(f"{key} = {_toml_value(int(value) if whole else value)}")
     algo = {code: name for name, code in ALLREDUCE_ALGOS.items()}[int(profile.params["allreduce_algo"])]
     lines.append(f"allreduce_algo = {_toml_value(algo)}")
+    memory = {code: name for name, code in MEMORY_MODELS.items()}[int(profile.params["memory_model"])]
+    lines.append(f"memory_model = {_toml_value(memory)}")
     lines += [
         "",
         "[intra]",

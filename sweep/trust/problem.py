@@ -55,6 +55,8 @@ NOT_FITTABLE: dict[str, str] = {
     "gpus_per_node": "it is a whole number (the node size)",
     "nics_per_node": "it is a whole number",
     "allreduce_algo": "it is a choice of algorithm, not a number",
+    "memory_model": "it is a choice of memory equation, not a number",
+    "optimizer_states": "it only decides feasibility, not time",
 }
 #: Default bounds: a factor of this around the starting value for machine parameters.
 MACHINE_SPAN = 100.0

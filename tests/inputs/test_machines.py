@@ -84,6 +84,8 @@ def test_abci_matches_spec_section_3():
         "bytes_per_element": 4.0,
         "wu_passes": 3.0,
         "allreduce_algo": 0.0,  # ring, the default
+        "memory_model": 0.0,  # training (docs/model.md §6.2), every built-in's
+        "optimizer_states": 1.0,  # not in the paper: the default, SGD with momentum
         "intra_alpha_s": 9.0e-6,
         "intra_bandwidth_Bps": 50e9,
     }
