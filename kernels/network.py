@@ -12,8 +12,10 @@ need, precomputed once per network so that a kernel call is O(1):
   contiguous partition's largest group FLOPs and weights, its largest stage
   boundary, and every group's activations and weights for the memory bound.
 
-Numpy only, no I/O. Times stay proportional to FLOPs (t_l is FLOPs times one
-machine-dependent factor), so nothing here depends on the machine.
+Every FLOPs and traffic sum is also kept by layer kind (``flops_kind``,
+``traffic_kind``, one entry per :data:`KINDS`), so that compute time can be a
+per-kind roofline (docs/model.md §3) and still one O(KINDS) expression per
+configuration. Numpy only, no I/O; nothing here depends on the machine.
 """
 
 from __future__ import annotations
@@ -23,17 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from kernels._types import Array
+from kernels.names import KINDS  # the layer kinds, re-exported here where the tables use them
 
-KINDS: tuple[str, ...] = (
-    "conv",
-    "fc",
-    "pool_max",
-    "pool_avg",
-    "relu",
-    "bnorm",
-    "add",
-    "dropout",
-)
 IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
 #: What a layer of each kind keeps for its backward pass (docs/model.md §6.2): its input ``x``
 #: (the weight gradient of conv and fc, batch-norm's normalisation), its output ``y`` (the mask
@@ -77,6 +70,8 @@ class SplitSums(NamedTuple):
     comm_y_elems: Array  # sum of y_l over active layers l < G
     comm_layers: Array  # number of active layers l < G
     max_p: Array  # smallest split channel count among active layers
+    flops_kind: Array  # [KINDS] flops by layer kind (docs/model.md §3)
+    traffic_kind: Array  # [KINDS] |x|+|y| by layer kind, per sample (docs/model.md §3)
 
 
 class SpatialTable(NamedTuple):
@@ -98,6 +93,8 @@ class SpatialTable(NamedTuple):
     saved_elems: Array  # [K+1] activations the active layers keep for the backward pass, per sample
     work_active: Array  # [K+1] largest |x|+|y| among active layers, per sample (0 if none)
     work_rest: Array  # [K+1] largest |x|+|y| among inactive layers, per sample (0 if none)
+    flops_kind: Array  # [K+1, KINDS] active flops by layer kind
+    traffic_kind: Array  # [K+1, KINDS] active |x|+|y| by layer kind, per sample
 
 
 class PipelineTable(NamedTuple):
@@ -115,6 +112,8 @@ class PipelineTable(NamedTuple):
     mem_w: Array  # [G+1, H] intercepts: weights of those groups (zero-padded)
     keep_act: Array  # [G+1, H'] as mem_act for the training memory: activations kept, per sample
     keep_w: Array  # [G+1, H'] weights of those groups (zero-padded)
+    flops_kind_max: Array  # [G+1, KINDS] flops by kind of the group with the largest flops
+    traffic_kind_max: Array  # [G+1, KINDS] |x|+|y| by kind of that group, per sample
 
 
 class Net(NamedTuple):
@@ -129,6 +128,8 @@ class Net(NamedTuple):
     ref_rate_flops: Array  # gpu_flops*efficiency the measurement belongs to
     saved_elems: Array  # activations training keeps for the backward pass, per sample (§6.2)
     work_elems: Array  # largest |x|+|y| of one layer, per sample (§6.2)
+    flops_kind: Array  # [KINDS] training FLOPs per sample by layer kind (§3)
+    traffic_kind: Array  # [KINDS] |x|+|y| per sample by layer kind, the roofline's traffic (§3)
     filter: SplitSums
     channel: SplitSums
     spatial: SpatialTable
@@ -183,7 +184,15 @@ def saved_elems(kind: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(keeps == "y", y_elems, 0.0) + np.where((keeps == "x") & ~before_keeps_y, x_elems, 0.0)
 
 
-def _split_sums(active, flops, w_elems, y_elems, split_channels) -> SplitSums:
+def by_kind(kind: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``[G, KINDS]``: each layer's value in the column of its kind, zeros elsewhere; summing
+    rows over a set of layers gives the set's per-kind sums (docs/model.md §3)."""
+    out = np.zeros((len(kind), len(KINDS)))
+    out[np.arange(len(kind)), kind] = values
+    return out
+
+
+def _split_sums(active, flops, w_elems, y_elems, split_channels, fk, tk) -> SplitSums:
     comm = active.copy()
     comm[-1] = False  # no exchange after the network's last layer
     chans = split_channels[active]
@@ -193,6 +202,8 @@ def _split_sums(active, flops, w_elems, y_elems, split_channels) -> SplitSums:
         comm_y_elems=np.float64(y_elems[comm].sum()),
         comm_layers=np.float64(comm.sum()),
         max_p=np.float64(chans.min() if chans.size else np.inf),
+        flops_kind=fk[active].sum(axis=0),
+        traffic_kind=tk[active].sum(axis=0),
     )
 
 
@@ -210,7 +221,7 @@ def halo_elems(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray,
     return h > 0, hx + hy
 
 
-def _spatial_table(layers: LayerArrays, flops, act, in_place, saved) -> SpatialTable:
+def _spatial_table(layers: LayerArrays, flops, act, in_place, saved, fk, tk) -> SpatialTable:
     names = np.array(KINDS)[layers.kind]
     work = act  # |x|+|y| of every layer, in place or not: a layer's input and output gradient
     has_halo, halo = halo_elems(layers.x, layers.w, layers.y)
@@ -230,6 +241,8 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place, saved) -> SpatialT
             saved_elems=np.array([saved[a].sum()]),
             work_active=np.array([work[a].max() if a.any() else 0.0]),
             work_rest=np.array([work[~a].max() if (~a).any() else 0.0]),
+            flops_kind=fk[a].sum(axis=0, keepdims=True),
+            traffic_kind=tk[a].sum(axis=0, keepdims=True),
         )
     fc = np.flatnonzero(names == "fc")
     cap = int(fc[0]) if fc.size else len(names)
@@ -250,6 +263,8 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place, saved) -> SpatialT
         work_active=np.concatenate([[0.0], np.maximum.accumulate(work[:cap])]),
         # row k: the largest of layers k..G-1, which the first k leave inactive
         work_rest=np.append(np.maximum.accumulate(work[::-1])[::-1], 0.0)[: cap + 1],
+        flops_kind=np.concatenate([np.zeros((1, len(KINDS))), np.cumsum(fk[:cap], axis=0)]),
+        traffic_kind=np.concatenate([np.zeros((1, len(KINDS))), np.cumsum(tk[:cap], axis=0)]),
     )
 
 
@@ -341,9 +356,11 @@ def _envelope_rows(hulls: list[tuple[list[float], list[float]]]) -> tuple[np.nda
     return slopes, intercepts
 
 
-def _pipeline_table(flops, w_elems, act_nip, y_elems, saved) -> PipelineTable:
+def _pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk) -> PipelineTable:
     g = len(flops)
     flops_max = np.zeros(g + 1)
+    fk_max = np.zeros((g + 1, len(KINDS)))
+    tk_max = np.zeros((g + 1, len(KINDS)))
     w_max = np.zeros(g + 1)
     y_bound = np.zeros(g + 1)
     hulls: list[tuple[list[float], list[float]]] = [([], [])]
@@ -355,7 +372,11 @@ def _pipeline_table(flops, w_elems, act_nip, y_elems, saved) -> PipelineTable:
         acts = np.add.reduceat(act_nip, starts)
         kept = np.add.reduceat(saved, starts)
         ws = np.add.reduceat(w_elems, starts)
-        flops_max[p] = np.add.reduceat(flops, starts).max()
+        group_flops = np.add.reduceat(flops, starts)
+        flops_max[p] = group_flops.max()
+        slowest = int(np.argmax(group_flops))
+        fk_max[p] = np.add.reduceat(fk, starts, axis=0)[slowest]
+        tk_max[p] = np.add.reduceat(tk, starts, axis=0)[slowest]
         w_max[p] = ws.max()
         y_bound[p] = max((y_elems[hi - 1] for hi in bounds[1:-1]), default=0.0)
         # the envelope of lines a B + c w is the same set of groups for every c > 0
@@ -365,7 +386,7 @@ def _pipeline_table(flops, w_elems, act_nip, y_elems, saved) -> PipelineTable:
         keeps.append(([kept[i] for i in hull], [ws[i] for i in hull]))
     mem_act, mem_w = _envelope_rows(hulls)
     keep_act, keep_w = _envelope_rows(keeps)
-    return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w, keep_act, keep_w)
+    return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w, keep_act, keep_w, fk_max, tk_max)
 
 
 def build_net(
@@ -391,6 +412,7 @@ def build_net(
     act = x_elems + y_elems
     act_nip = np.where(in_place, 0.0, act)
     saved = saved_elems(layers.kind, x, y)
+    fk, tk = by_kind(layers.kind, flops), by_kind(layers.kind, act)
     defaults = default_active(layers.kind)
     masks = [layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1] for f in (1, 2)]
     return Net(
@@ -403,10 +425,12 @@ def build_net(
         ref_rate_flops=np.float64(ref_rate_flops),
         saved_elems=np.float64(saved.sum()),
         work_elems=np.float64(act.max()),
-        filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0]),
-        channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x)),
-        spatial=_spatial_table(layers, flops, act, in_place, saved),
-        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved),
+        flops_kind=fk.sum(axis=0),
+        traffic_kind=tk.sum(axis=0),
+        filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0], fk, tk),
+        channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x), fk, tk),
+        spatial=_spatial_table(layers, flops, act, in_place, saved, fk, tk),
+        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk),
     )
 
 

@@ -138,7 +138,8 @@ def iterations(dataset_samples, batch):
 def sec_per_flop(net: Net, machine: Machine):
     """Seconds per training FLOP, docs/model.md §3.
 
-    From FLOPs, ``1 / (gpu_flops * efficiency)``. With a measured per-sample
+    From FLOPs, ``1 / (gpu_flops * efficiency)`` (the strategies take
+    :func:`sample_s`, which uses the per-kind roofline there). With a measured per-sample
     time T, ``t_l = T * flops_l / sum(flops)``, scaled by how much faster the
     machine's ``gpu_flops * efficiency`` is than the rate the measurement
     belongs to (a ratio of exactly 1 on the measured machine).
@@ -146,6 +147,43 @@ def sec_per_flop(net: Net, machine: Machine):
     rate = machine.gpu_flops * machine.efficiency
     measured = net.t_measured_s / net.flops * net.ref_rate_flops / rate
     return jnp.where(net.t_measured_s > 0, measured, 1.0 / rate)
+
+
+def roofline_s(machine: Machine, flops_kind, traffic_kind):
+    """Per-sample time of a set of layers from FLOPs, a per-kind roofline (docs/model.md §3).
+
+    .. math:: t = \\sum_k \\max\\Big(\\frac{F_k}{R\\,e\\,e_k},\\;
+              \\frac{n_{pass}\\,\\delta\\,Q_k}{BW}\\Big)
+
+    with ``F_k`` the set's training FLOPs of layer kind k, ``Q_k`` its
+    ``|x|+|y|`` elements, ``R e e_k = gpu_flops * efficiency * kind_efficiency[k]``,
+    ``n_pass = mem_passes`` and ``BW = gpu_mem_bw_Bps``. ``mem_passes = 0``
+    and every ``e_k = 1`` is the paper's ``sum(F) / (gpu_flops * efficiency)``.
+    """
+    rate = machine.gpu_flops * machine.efficiency * machine.kind_efficiency
+    memory = machine.mem_passes * machine.bytes_per_element * traffic_kind / machine.gpu_mem_bw_Bps
+    return jnp.sum(jnp.maximum(flops_kind / rate, memory), axis=-1)
+
+
+def sample_s(net: Net, machine: Machine, flops, flops_kind, traffic_kind):
+    """Per-sample training time of a set of layers, docs/model.md §3: the measured time's
+    share of the set's ``flops`` (:func:`sec_per_flop`), else :func:`roofline_s`."""
+    measured = flops * sec_per_flop(net, machine)
+    return jnp.where(net.t_measured_s > 0, measured, roofline_s(machine, flops_kind, traffic_kind))
+
+
+def split_sample_s(net: Net, machine: Machine, flops, flops_kind, traffic_kind, parts):
+    """Per-sample time of one of ``parts`` GPUs that split the given (active) layers and run
+    the others whole, docs/model.md §3: ``t(active) / parts + t(inactive)``."""
+    measured = split_sum(flops, net.flops, parts) * sec_per_flop(net, machine)
+    rest = roofline_s(machine, net.flops_kind - flops_kind, net.traffic_kind - traffic_kind)
+    roofline = roofline_s(machine, flops_kind, traffic_kind) / parts + rest
+    return jnp.where(net.t_measured_s > 0, measured, roofline)
+
+
+def net_sample_s(net: Net, machine: Machine):
+    """Per-sample training time of the whole network (:func:`sample_s` of every layer)."""
+    return sample_s(net, machine, net.flops, net.flops_kind, net.traffic_kind)
 
 
 def update_s(machine: Machine, w_elems):

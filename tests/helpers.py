@@ -105,6 +105,8 @@ def small_machine_of(**overrides) -> kernels.Machine:
         allreduce_algo=f(kernels.ALLREDUCE_ALGOS["ring"]),
         memory_model=f(MEMORY_MODELS["paradl"]),
         optimizer_states=f(1),
+        mem_passes=f(0),
+        kind_efficiency=np.ones(len(KINDS)),
         inter_span_nodes=np.array([2.0, np.inf]),
         inter_alpha_s=np.array([1e-5, 2e-5]),
         inter_bandwidth_Bps=np.array([1e9, 5e8]),

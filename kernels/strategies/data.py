@@ -25,7 +25,7 @@ def data(net: Net, machine: Machine, cfg: Config) -> Cost:
     p = cfg.p
     big_b = cfg.b * p
     its = terms.iterations(net.dataset_samples, big_b)
-    comp = net.dataset_samples / p * net.flops * terms.sec_per_flop(net, machine) + its * terms.update_s(
+    comp = net.dataset_samples / p * terms.net_sample_s(net, machine) + its * terms.update_s(
         machine, net.w_elems
     )
     weight_bytes = machine.bytes_per_element * net.w_elems

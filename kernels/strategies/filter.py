@@ -45,8 +45,8 @@ def _split_channels(net: Net, machine: Machine, cfg: Config, sums: SplitSums) ->
     p = cfg.p
     big_b = cfg.b
     its = terms.iterations(net.dataset_samples, big_b)
-    spf = terms.sec_per_flop(net, machine)
-    comp = net.dataset_samples * terms.split_sum(sums.flops, net.flops, p) * spf + its * (
+    per_sample = terms.split_sample_s(net, machine, sums.flops, sums.flops_kind, sums.traffic_kind, p)
+    comp = net.dataset_samples * per_sample + its * (
         terms.update_s(machine, terms.split_sum(sums.w_elems, net.w_elems, p))
     )
     traffic = layerwise_traffic(sums, p, big_b, machine.bytes_per_element, mach.link(machine, p))

@@ -53,8 +53,8 @@ def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
     its = terms.iterations(net.dataset_samples, big_b)
     sums = net.filter
     shard_w = terms.split_sum(sums.w_elems, net.w_elems, p2)
-    comp = net.dataset_samples / p1 * terms.split_sum(sums.flops, net.flops, p2) * (
-        terms.sec_per_flop(net, machine)
+    comp = net.dataset_samples / p1 * terms.split_sample_s(
+        net, machine, sums.flops, sums.flops_kind, sums.traffic_kind, p2
     ) + its * terms.update_s(machine, shard_w)
     delta = machine.bytes_per_element
     intra = layerwise_traffic(sums, p2, cfg.b, delta, mach.link(machine, p2))
@@ -102,8 +102,8 @@ def data_spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
     big_b = cfg.b * p1
     its = terms.iterations(net.dataset_samples, big_b)
     share = spatial_share(net.spatial, p2)
-    comp = net.dataset_samples / p1 * terms.split_sum(share.flops, net.flops, p2) * (
-        terms.sec_per_flop(net, machine)
+    comp = net.dataset_samples / p1 * terms.split_sample_s(
+        net, machine, share.flops, share.flops_kind, share.traffic_kind, p2
     ) + its * terms.update_s(machine, net.w_elems)
     delta = machine.bytes_per_element
     weight_bytes = delta * net.w_elems

@@ -31,7 +31,9 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     its = terms.iterations(net.dataset_samples, big_b)
     table = net.pipeline
     row = jnp.clip(p, 1, table.flops_max.shape[-1] - 1).astype(jnp.int32)
-    tmax = table.flops_max[row] * terms.sec_per_flop(net, machine)
+    tmax = terms.sample_s(
+        net, machine, table.flops_max[row], table.flops_kind_max[row], table.traffic_kind_max[row]
+    )
     umax = terms.update_s(machine, table.w_max[row])
     comp = net.dataset_samples * (p + s - 1) / s * tmax + its * umax
     inter = mach.first_inter_link(machine)

@@ -18,9 +18,7 @@ def serial(net: Net, machine: Machine, cfg: Config) -> Cost:
     one = jnp.ones_like(cfg.b)
     big_b = cfg.b
     its = terms.iterations(net.dataset_samples, big_b)
-    comp = net.dataset_samples * net.flops * terms.sec_per_flop(net, machine) + its * terms.update_s(
-        machine, net.w_elems
-    )
+    comp = net.dataset_samples * terms.net_sample_s(net, machine) + its * terms.update_s(machine, net.w_elems)
     mem = terms.replica_memory(machine, net, big_b, net.w_elems)
     zero = terms.zeros_like(comp)
     return Cost(

@@ -23,6 +23,8 @@ class SpatialShare(NamedTuple):
     halo_elems: Array
     y_last_elems: Array
     over_max_p: Array
+    flops_kind: Array
+    traffic_kind: Array
     saved_elems: Array
     work_active: Array
     work_rest: Array
@@ -44,6 +46,8 @@ def spatial_share(table: SpatialTable, n) -> SpatialShare:
         halo_elems=table.halo_elems[row],
         y_last_elems=table.y_last_elems[row],
         over_max_p=(n > table.max_p[row]) | (n < 1),
+        flops_kind=table.flops_kind[row],
+        traffic_kind=table.traffic_kind[row],
         saved_elems=table.saved_elems[row],
         work_active=table.work_active[row],
         work_rest=table.work_rest[row],
@@ -108,8 +112,8 @@ def spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
     big_b = cfg.b
     its = terms.iterations(net.dataset_samples, big_b)
     share = spatial_share(net.spatial, p)
-    comp = net.dataset_samples * terms.split_sum(share.flops, net.flops, p) * terms.sec_per_flop(
-        net, machine
+    comp = net.dataset_samples * terms.split_sample_s(
+        net, machine, share.flops, share.flops_kind, share.traffic_kind, p
     ) + its * terms.update_s(machine, net.w_elems)
     lk = mach.link(machine, p)
     delta = machine.bytes_per_element

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config
+from kernels.machine import param_value
 from sweep.engine import backend
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
@@ -72,10 +73,7 @@ def _metric_fn(strategy: str, swept: Sequence[str], metric: str, overheads: Over
 
     def f(s, net, machine, cfg, values):
         machine = override(machine, dict(zip(swept, values, strict=True)))
-        base = {
-            name: (machine.inter_alpha_s[0] if name == "inter_alpha_s" else getattr(machine, name))
-            for name in PARAMS
-        }
+        base = {name: param_value(machine, name) for name in PARAMS}
         scaled = override(machine, {n: base[n] * jnp.exp(s[i]) for i, n in enumerate(PARAMS)})
         cost, derived = point(net, scaled, cfg, ())
         return {**cost._asdict(), **derived._asdict()}[metric]

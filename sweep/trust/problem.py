@@ -138,7 +138,7 @@ def make_param(name: str, profile: MachineProfile, bounds: tuple[float, float] |
         if bounds is None and start <= 0:
             raise InputError(f"--fit {name}: its value is {start:g}; give bounds as {name}=LO:HI")
         lo, hi = bounds or (start / MACHINE_SPAN, start * MACHINE_SPAN)
-        if name == "efficiency":
+        if name == "efficiency" or name.startswith("efficiency_"):  # fractions of peak (docs/model.md §3)
             if bounds is None:
                 hi = min(hi, 1.0)
             if not 0 < lo < hi <= 1:
