@@ -10,6 +10,8 @@ elements. delta = 4 bytes.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,75 @@ def test_every_measured_run_fits_its_machine():
     assert [r for r in default.predictions.limit_reason if r] == []
     paradl = sweep.validate(csv, "abci", set={"memory_model": "paradl"})
     assert sum(r == "memory" for r in paradl.predictions.limit_reason) == 38
+
+
+# ------------------------------------------------------------ layer by layer, on the built-ins
+
+
+def _layer_facts(name):
+    """Per-layer kept activations (the rule of docs/model.md §6.2 written out in a loop), |x|+|y|,
+    weights and FLOPs of a built-in model, and its kernels Net."""
+    from kernels.network import forward_flops
+    from sweep.inputs.architectures import BUILTIN
+    from sweep.inputs.layers import bind, to_arrays
+
+    model = BUILTIN[name]()
+    kept, work, weights = [], [], []
+    for i, layer in enumerate(model.layers):
+        x, y = float(np.prod(layer.x)), float(np.prod(layer.y))
+        before_keeps_output = i > 0 and model.layers[i - 1].kind in ("relu", "dropout", "pool_max")
+        if layer.kind in ("relu", "dropout", "pool_max"):
+            kept.append(y)
+        elif layer.kind in ("conv", "fc", "bnorm") and not before_keeps_output:
+            kept.append(x)
+        else:
+            kept.append(0.0)
+        work.append(x + y)
+        weights.append(float(np.prod(layer.w)))  # 0 for a layer without weights
+    a = to_arrays(model)
+    flops = 3 * forward_flops(a.kind, a.x, a.w, a.y)
+    return model, np.array(kept), np.array(work), np.array(weights), flops, bind(model, "none", 1.0)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "vgg16"])
+def test_training_memory_layer_by_layer(name):
+    """Every strategy's training memory equals the sums of docs/model.md §6.2 taken over the
+    layer list (one optimizer state per weight, 4-byte elements), for a few group sizes."""
+    from kernels.network import minmax_partition
+
+    model, kept, work, weights, flops, net = _layer_facts(name)
+    machine = small_machine_of(memory_model=TRAINING, gpu_mem_bytes=1e15)
+    delta, b = 4.0, 16.0
+    w_all = 3.0 * weights.sum()
+
+    def run(strategy, cfg):
+        return float(kernels.STRATEGIES[strategy](net, machine, cfg).mem_bytes)
+
+    assert run("data", config(8, b)) == pytest.approx(
+        delta * (b * kept.sum() + b * work.max() + w_all), rel=1e-12
+    )
+    # filter: conv and fc weights split over p = 2
+    conv_fc = np.isin([layer.kind for layer in model.layers], ["conv", "fc"])
+    shard = weights[conv_fc].sum() / 2 + weights[~conv_fc].sum()
+    want = delta * (b * kept.sum() + b * work.max() + 3.0 * shard)
+    assert run("filter", config(2, b)) == pytest.approx(want, rel=1e-12)
+    # spatial: the longest prefix before the first fc whose extents are all >= n
+    for n in (2, 4, 8):
+        active = np.zeros(len(model.layers), dtype=bool)
+        for i, layer in enumerate(model.layers):
+            if layer.kind == "fc" or min(layer.x[1], layer.y[1]) < n:
+                break
+            active[i] = True
+        saved = kept[active].sum() / n + kept[~active].sum()
+        workspace = max(work[active].max() / n, work[~active].max())
+        want = delta * (b * saved + b * workspace + w_all)
+        assert run("spatial", config(n, b)) == pytest.approx(want, rel=1e-12), n
+        assert run("data+spatial", config(2 * n, b, p2=n)) == pytest.approx(want, rel=1e-12), n
+    # pipeline: every stage's kept activations for all S micro-batches and its weights, plus one
+    # micro-batch of the largest layer's workspace
+    for p, s in ((2, 2), (4, 8), (16, 4)):
+        starts = [*minmax_partition(flops, p), len(model.layers)]
+        stages = [slice(lo, hi) for lo, hi in itertools.pairwise(starts)]
+        biggest = max(delta * (b * kept[g].sum() + 3.0 * weights[g].sum()) for g in stages)
+        want = biggest + delta * b / s * work.max()
+        assert run("pipeline", config(p, b, S=s)) == pytest.approx(want, rel=1e-12), (p, s)
