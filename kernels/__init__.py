@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kernels.collectives import ALLREDUCE_ALGOS
     from kernels.machine import Link, Machine, with_params
-    from kernels.names import LIMITS, SCALAR_PARAMS
+    from kernels.names import LIMITS, MEMORY_MODELS, SCALAR_PARAMS
     from kernels.network import ACTIVE_FAMILIES, KINDS, LayerArrays, Net, build_net
     from kernels.strategies import STRATEGIES
     from kernels.terms import Config, Cost, Derived, derive
@@ -26,6 +26,7 @@ _HOMES = {
     "Net": "kernels.network",
     "build_net": "kernels.network",
     "LIMITS": "kernels.names",
+    "MEMORY_MODELS": "kernels.names",
     "SCALAR_PARAMS": "kernels.names",
     "STRATEGIES": "kernels.strategies",
     "Link": "kernels.machine",
@@ -42,6 +43,7 @@ __all__ = [
     "ALLREDUCE_ALGOS",
     "KINDS",
     "LIMITS",
+    "MEMORY_MODELS",
     "SCALAR_PARAMS",
     "STRATEGIES",
     "Config",

@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from kernels import collectives
 from kernels._types import Array
+from kernels.network import KINDS
 
 
 class Machine(NamedTuple):
@@ -29,6 +31,10 @@ class Machine(NamedTuple):
     intra_alpha_s: Array
     intra_bandwidth_Bps: Array
     allreduce_algo: Array
+    memory_model: Array  # a code of kernels.names.MEMORY_MODELS (docs/model.md §6)
+    optimizer_states: Array  # optimizer state per weight, in weights (docs/model.md §6.2)
+    mem_passes: Array  # passes over each layer's |x|+|y| in one training step; 0: no roofline (§3)
+    kind_efficiency: Array  # [KINDS] fraction of gpu_flops*efficiency each layer kind reaches (§3)
     inter_span_nodes: Array  # [L]; the last level's span is unbounded (inf)
     inter_alpha_s: Array  # [L]
     inter_bandwidth_Bps: Array  # [L]
@@ -36,6 +42,19 @@ class Machine(NamedTuple):
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.
 INTER_PARAMS = ("inter_alpha_s", "inter_bandwidth_Bps")
+#: The scalar parameters that set one entry each of ``kind_efficiency``: ``efficiency_<kind>``.
+KIND_EFFICIENCY_PARAMS: tuple[str, ...] = tuple(f"efficiency_{kind}" for kind in KINDS)
+
+
+def kind_entry(name: str, value, vector):
+    """``kind_efficiency`` with the entry of ``efficiency_<kind>`` set to ``value`` (docs/model.md §3).
+
+    Plain array arithmetic, so numpy arrays (a profile) and traced arrays (a
+    swept or fitted value) follow the same rule, and the result is
+    differentiable in ``value``.
+    """
+    onehot = (np.arange(len(KINDS)) == KINDS.index(name.removeprefix("efficiency_"))).astype(np.float64)
+    return vector * (1.0 - onehot) + value * onehot
 
 
 def inter_levels(name: str, value, levels):
@@ -53,16 +72,30 @@ def inter_levels(name: str, value, levels):
 
 def with_params(machine: Machine, **values) -> Machine:
     """Override scalar parameters, traceably (docs/model.md §8); the inter-level ones set
-    the levels as :func:`inter_levels` says."""
+    the levels as :func:`inter_levels` says, ``efficiency_<kind>`` one entry of
+    ``kind_efficiency`` (:func:`kind_entry`)."""
     out = machine._asdict()
     for name, value in values.items():
         if name in INTER_PARAMS:
             out[name] = inter_levels(name, value, out[name])
+        elif name in KIND_EFFICIENCY_PARAMS:
+            out["kind_efficiency"] = kind_entry(name, value, out["kind_efficiency"])
         elif name in out:
             out[name] = jnp.asarray(value)
         else:
             raise KeyError(name)
     return Machine(**out)
+
+
+def param_value(machine: Machine, name: str):
+    """The value of scalar parameter ``name`` in ``machine``, as :func:`with_params` sets it:
+    the first level's latency for ``inter_alpha_s``, the levels' bandwidths for
+    ``inter_bandwidth_Bps``, one entry of ``kind_efficiency`` for ``efficiency_<kind>``."""
+    if name == "inter_alpha_s":
+        return machine.inter_alpha_s[..., 0]
+    if name in KIND_EFFICIENCY_PARAMS:
+        return machine.kind_efficiency[..., KINDS.index(name.removeprefix("efficiency_"))]
+    return getattr(machine, name)
 
 
 class Link(NamedTuple):

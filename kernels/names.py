@@ -1,12 +1,33 @@
 """Names the kernels define that code outside them needs without importing JAX: the limit
-reasons of a configuration and the machine's scalar parameters."""
+reasons of a configuration, the layer kinds and the machine's scalar parameters."""
 
 #: Reasons a configuration is infeasible: ``Cost.limit`` codes index this tuple (docs/model.md §11;
 #: column ``limit_reason``), 0 feasible.
-LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch")
-OK, MEMORY, MAX_P, BATCH = 0, 1, 2, 3
+LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch", "dataset")
+OK, MEMORY, MAX_P, BATCH, DATASET = 0, 1, 2, 3, 4
 
-#: Scalar parameters that a sweep axis, ``--set`` or calibration may change.
+#: Layer kinds (docs/model.md §1); ``LayerArrays.kind`` indexes this tuple. New kinds go at
+#: the end. Here, not in :mod:`kernels.network`, so that the machine parameters below can
+#: name one efficiency per kind without loading any other kernels module.
+KINDS: tuple[str, ...] = (
+    "conv",
+    "fc",
+    "pool_max",
+    "pool_avg",
+    "relu",
+    "bnorm",
+    "add",
+    "dropout",
+    # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
+    "linear",
+    "attention",
+    "layernorm",
+    "embedding",
+    "gelu",
+)
+
+#: Scalar parameters that a sweep axis, ``--set`` or calibration may change; the last ones,
+#: ``efficiency_<kind>``, are one per layer kind (docs/model.md §3).
 SCALAR_PARAMS: tuple[str, ...] = (
     "gpu_flops",
     "efficiency",
@@ -21,4 +42,11 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "inter_alpha_s",
     "inter_bandwidth_Bps",
     "allreduce_algo",
+    "memory_model",
+    "optimizer_states",
+    "mem_passes",
+    *(f"efficiency_{kind}" for kind in KINDS),
 )
+
+#: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.
+MEMORY_MODELS: dict[str, int] = {"training": 0, "paradl": 1}

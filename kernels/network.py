@@ -12,8 +12,10 @@ need, precomputed once per network so that a kernel call is O(1):
   contiguous partition's largest group FLOPs and weights, its largest stage
   boundary, and every group's activations and weights for the memory bound.
 
-Numpy only, no I/O. Times stay proportional to FLOPs (t_l is FLOPs times one
-machine-dependent factor), so nothing here depends on the machine.
+Every FLOPs and traffic sum is also kept by layer kind (``flops_kind``,
+``traffic_kind``, one entry per :data:`KINDS`), so that compute time can be a
+per-kind roofline (docs/model.md §3) and still one O(KINDS) expression per
+configuration. Numpy only, no I/O; nothing here depends on the machine.
 """
 
 from __future__ import annotations
@@ -23,25 +25,23 @@ from typing import NamedTuple
 import numpy as np
 
 from kernels._types import Array
+from kernels.names import KINDS  # the layer kinds, re-exported here where the tables use them
 from kernels.transformer import TransformerTable, transformer_table
 
-KINDS: tuple[str, ...] = (
-    "conv",
-    "fc",
-    "pool_max",
-    "pool_avg",
-    "relu",
-    "bnorm",
-    "add",
-    "dropout",
-    # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
-    "linear",
-    "attention",
-    "layernorm",
-    "embedding",
-    "gelu",
-)
 IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
+#: What a layer of each kind keeps for its backward pass (docs/model.md §6.2): its input ``x``
+#: (the weight gradient of conv and fc, batch-norm's normalisation), its output ``y`` (the mask
+#: of relu and dropout, max pooling's argmax), or nothing. A kind not listed keeps its input.
+SAVES: dict[str, str] = {
+    "conv": "x",
+    "fc": "x",
+    "pool_max": "y",
+    "pool_avg": "",
+    "relu": "y",
+    "bnorm": "x",
+    "add": "",
+    "dropout": "y",
+}
 #: Strategy families that a per-layer ``active`` flag can target.
 ACTIVE_FAMILIES: tuple[str, ...] = ("spatial", "filter", "channel")
 
@@ -71,6 +71,8 @@ class SplitSums(NamedTuple):
     comm_y_elems: Array  # sum of y_l over active layers l < G
     comm_layers: Array  # number of active layers l < G
     max_p: Array  # smallest split channel count among active layers
+    flops_kind: Array  # [KINDS] flops by layer kind (docs/model.md §3)
+    traffic_kind: Array  # [KINDS] |x|+|y| by layer kind, per sample (docs/model.md §3)
 
 
 class SpatialTable(NamedTuple):
@@ -78,7 +80,8 @@ class SpatialTable(NamedTuple):
 
     ``neg_prefix_min[k] = -min(x1, y1 over layers 0..k)`` over the allowed
     prefix; the default active count for a group of n GPUs is the number of
-    its entries <= -n. Table rows are indexed by that count.
+    its entries <= -n. Table rows are indexed by that count. The ``saved``
+    and ``work`` rows are the training memory's (docs/model.md §6.2).
     """
 
     neg_prefix_min: Array  # [K] nondecreasing; empty when overridden
@@ -88,6 +91,11 @@ class SpatialTable(NamedTuple):
     halo_elems: Array  # [K+1] sum of halo_x + halo_dy per sample
     y_last_elems: Array  # [K+1] output of the last active layer per sample
     max_p: Array  # [K+1] smallest split extent among active layers (0 if none)
+    saved_elems: Array  # [K+1] activations the active layers keep for the backward pass, per sample
+    work_active: Array  # [K+1] largest |x|+|y| among active layers, per sample (0 if none)
+    work_rest: Array  # [K+1] largest |x|+|y| among inactive layers, per sample (0 if none)
+    flops_kind: Array  # [K+1, KINDS] active flops by layer kind
+    traffic_kind: Array  # [K+1, KINDS] active |x|+|y| by layer kind, per sample
 
 
 class PipelineTable(NamedTuple):
@@ -103,6 +111,10 @@ class PipelineTable(NamedTuple):
     y_boundary_max: Array  # [G+1] largest output of a group's last layer, groups i < p
     mem_act: Array  # [G+1, H] slopes: non-in-place x+y of the groups on the memory envelope
     mem_w: Array  # [G+1, H] intercepts: weights of those groups (zero-padded)
+    keep_act: Array  # [G+1, H'] as mem_act for the training memory: activations kept, per sample
+    keep_w: Array  # [G+1, H'] weights of those groups (zero-padded)
+    flops_kind_max: Array  # [G+1, KINDS] flops by kind of the group with the largest flops
+    traffic_kind_max: Array  # [G+1, KINDS] |x|+|y| by kind of that group, per sample
 
 
 class Net(NamedTuple):
@@ -115,6 +127,10 @@ class Net(NamedTuple):
     act_elems: Array  # non-in-place x+y per sample
     t_measured_s: Array  # measured per-sample training time, 0 when none
     ref_rate_flops: Array  # gpu_flops*efficiency the measurement belongs to
+    saved_elems: Array  # activations training keeps for the backward pass, per sample (§6.2)
+    work_elems: Array  # largest |x|+|y| of one layer, per sample (§6.2)
+    flops_kind: Array  # [KINDS] training FLOPs per sample by layer kind (§3)
+    traffic_kind: Array  # [KINDS] |x|+|y| per sample by layer kind, the roofline's traffic (§3)
     filter: SplitSums
     channel: SplitSums
     spatial: SpatialTable
@@ -173,7 +189,31 @@ def default_active(kind: np.ndarray) -> np.ndarray:
     return np.stack([filt, chan])
 
 
-def _split_sums(active, flops, w_elems, y_elems, split_channels) -> SplitSums:
+def saved_elems(kind: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Activation elements per sample that training keeps for the backward pass, per layer
+    (docs/model.md §6.2).
+
+    A layer that keeps its output is charged ``|y|``; one that keeps its input
+    ``|x|``, unless the layer before it keeps its output (the same tensor,
+    charged once, to the layer that made it).
+    """
+    names = np.array(KINDS)[kind]
+    keeps = np.array([SAVES.get(n, "x") for n in names])
+    x_elems = np.prod(x, axis=1)
+    y_elems = np.prod(y, axis=1)
+    before_keeps_y = np.concatenate([[False], keeps[:-1] == "y"])
+    return np.where(keeps == "y", y_elems, 0.0) + np.where((keeps == "x") & ~before_keeps_y, x_elems, 0.0)
+
+
+def by_kind(kind: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``[G, KINDS]``: each layer's value in the column of its kind, zeros elsewhere; summing
+    rows over a set of layers gives the set's per-kind sums (docs/model.md §3)."""
+    out = np.zeros((len(kind), len(KINDS)))
+    out[np.arange(len(kind)), kind] = values
+    return out
+
+
+def _split_sums(active, flops, w_elems, y_elems, split_channels, fk, tk) -> SplitSums:
     comm = active.copy()
     comm[-1] = False  # no exchange after the network's last layer
     chans = split_channels[active]
@@ -183,6 +223,8 @@ def _split_sums(active, flops, w_elems, y_elems, split_channels) -> SplitSums:
         comm_y_elems=np.float64(y_elems[comm].sum()),
         comm_layers=np.float64(comm.sum()),
         max_p=np.float64(chans.min() if chans.size else np.inf),
+        flops_kind=fk[active].sum(axis=0),
+        traffic_kind=tk[active].sum(axis=0),
     )
 
 
@@ -200,8 +242,9 @@ def halo_elems(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray,
     return h > 0, hx + hy
 
 
-def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
+def _spatial_table(layers: LayerArrays, flops, act, in_place, saved, fk, tk) -> SpatialTable:
     names = np.array(KINDS)[layers.kind]
+    work = act  # |x|+|y| of every layer, in place or not: a layer's input and output gradient
     has_halo, halo = halo_elems(layers.x, layers.w, layers.y)
     y_elems = np.prod(layers.y, axis=1)
     extent = np.minimum(layers.x[:, 1], layers.y[:, 1]).astype(np.float64)
@@ -216,6 +259,11 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
             halo_elems=np.array([halo[a & has_halo].sum()]),
             y_last_elems=np.array([y_elems[last[-1]] if last.size else 0.0]),
             max_p=np.array([extent[a].min() if a.any() else 0.0]),
+            saved_elems=np.array([saved[a].sum()]),
+            work_active=np.array([work[a].max() if a.any() else 0.0]),
+            work_rest=np.array([work[~a].max() if (~a).any() else 0.0]),
+            flops_kind=fk[a].sum(axis=0, keepdims=True),
+            traffic_kind=tk[a].sum(axis=0, keepdims=True),
         )
     fc = np.flatnonzero(names == "fc")
     cap = int(fc[0]) if fc.size else len(names)
@@ -232,6 +280,12 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place) -> SpatialTable:
         halo_elems=cum(np.where(has_halo, halo, 0.0)),
         y_last_elems=np.concatenate([[0.0], y_elems[:cap]]),
         max_p=np.concatenate([[0.0], prefix_min]),
+        saved_elems=cum(saved),
+        work_active=np.concatenate([[0.0], np.maximum.accumulate(work[:cap])]),
+        # row k: the largest of layers k..G-1, which the first k leave inactive
+        work_rest=np.append(np.maximum.accumulate(work[::-1])[::-1], 0.0)[: cap + 1],
+        flops_kind=np.concatenate([np.zeros((1, len(KINDS))), np.cumsum(fk[:cap], axis=0)]),
+        traffic_kind=np.concatenate([np.zeros((1, len(KINDS))), np.cumsum(tk[:cap], axis=0)]),
     )
 
 
@@ -318,29 +372,47 @@ def partitions(flops: np.ndarray) -> list[list[int]]:
     return [minmax_partition(flops, p, candidates) for p in range(1, len(flops) + 1)]
 
 
-def _pipeline_table(flops, w_elems, act_nip, y_elems, parts: list[list[int]]) -> PipelineTable:
+def _envelope_rows(hulls: list[tuple[list[float], list[float]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-padded ``[len(hulls), H]`` slopes and intercepts of each row's envelope."""
+    width = max(len(a) for a, _ in hulls)
+    slopes = np.zeros((len(hulls), width))
+    intercepts = np.zeros((len(hulls), width))
+    for p, (a, w) in enumerate(hulls):
+        slopes[p, : len(a)] = a
+        intercepts[p, : len(w)] = w
+    return slopes, intercepts
+
+
+def _pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, parts: list[list[int]]) -> PipelineTable:
     g = len(flops)
     flops_max = np.zeros(g + 1)
+    fk_max = np.zeros((g + 1, len(KINDS)))
+    tk_max = np.zeros((g + 1, len(KINDS)))
     w_max = np.zeros(g + 1)
     y_bound = np.zeros(g + 1)
     hulls: list[tuple[list[float], list[float]]] = [([], [])]
+    keeps: list[tuple[list[float], list[float]]] = [([], [])]
     for p in range(1, g + 1):
         starts = parts[p - 1]
         bounds = [*starts, g]
         acts = np.add.reduceat(act_nip, starts)
+        kept = np.add.reduceat(saved, starts)
         ws = np.add.reduceat(w_elems, starts)
-        flops_max[p] = np.add.reduceat(flops, starts).max()
+        group_flops = np.add.reduceat(flops, starts)
+        flops_max[p] = group_flops.max()
+        slowest = int(np.argmax(group_flops))
+        fk_max[p] = np.add.reduceat(fk, starts, axis=0)[slowest]
+        tk_max[p] = np.add.reduceat(tk, starts, axis=0)[slowest]
         w_max[p] = ws.max()
         y_bound[p] = max((y_elems[hi - 1] for hi in bounds[1:-1]), default=0.0)
-        keep = upper_envelope(acts, ws)
-        hulls.append(([acts[i] for i in keep], [ws[i] for i in keep]))
-    width = max(len(a) for a, _ in hulls)
-    mem_act = np.zeros((g + 1, width))
-    mem_w = np.zeros((g + 1, width))
-    for p, (a, w) in enumerate(hulls):
-        mem_act[p, : len(a)] = a
-        mem_w[p, : len(w)] = w
-    return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w)
+        # the envelope of lines a B + c w is the same set of groups for every c > 0
+        hull = upper_envelope(acts, ws)
+        hulls.append(([acts[i] for i in hull], [ws[i] for i in hull]))
+        hull = upper_envelope(kept, ws)
+        keeps.append(([kept[i] for i in hull], [ws[i] for i in hull]))
+    mem_act, mem_w = _envelope_rows(hulls)
+    keep_act, keep_w = _envelope_rows(keeps)
+    return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w, keep_act, keep_w, fk_max, tk_max)
 
 
 def build_net(
@@ -365,6 +437,8 @@ def build_net(
     in_place = np.isin(names, list(IN_PLACE))
     act = x_elems + y_elems + softmax_elems(layers.kind, w, y)
     act_nip = np.where(in_place, 0.0, act)
+    saved = saved_elems(layers.kind, x, y)
+    fk, tk = by_kind(layers.kind, flops), by_kind(layers.kind, act)
     defaults = default_active(layers.kind)
     masks = [layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1] for f in (1, 2)]
     parts = partitions(flops)
@@ -376,10 +450,14 @@ def build_net(
         act_elems=np.float64(act_nip.sum()),
         t_measured_s=np.float64(t_measured_s),
         ref_rate_flops=np.float64(ref_rate_flops),
-        filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0]),
-        channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x)),
-        spatial=_spatial_table(layers, flops, act, in_place),
-        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, parts),
+        saved_elems=np.float64(saved.sum()),
+        work_elems=np.float64(act.max()),
+        flops_kind=fk.sum(axis=0),
+        traffic_kind=tk.sum(axis=0),
+        filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0], fk, tk),
+        channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x), fk, tk),
+        spatial=_spatial_table(layers, flops, act, in_place, saved, fk, tk),
+        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, parts),
         transformer=transformer_table(names, x, w, y, flops, act_nip, parts),
     )
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from kernels._types import Array
 from kernels.machine import Machine
-from kernels.names import BATCH, MAX_P, MEMORY, OK
+from kernels.names import BATCH, DATASET, MAX_P, MEMORY, MEMORY_MODELS, OK
 from kernels.network import Net
 
 
@@ -50,7 +50,7 @@ class Cost(NamedTuple):
     t_halo_s: Array
     t_p2p_s: Array
     mem_bytes: Array
-    limit: Array  # int32 index into LIMITS; checked in order batch, max_p, memory
+    limit: Array  # int32 index into LIMITS; checked in order batch, max_p, dataset, memory
 
 
 class Derived(NamedTuple):
@@ -147,7 +147,8 @@ def iterations(dataset_samples, batch):
 def sec_per_flop(net: Net, machine: Machine):
     """Seconds per training FLOP, docs/model.md §3.
 
-    From FLOPs, ``1 / (gpu_flops * efficiency)``. With a measured per-sample
+    From FLOPs, ``1 / (gpu_flops * efficiency)`` (the strategies take
+    :func:`sample_s`, which uses the per-kind roofline there). With a measured per-sample
     time T, ``t_l = T * flops_l / sum(flops)``, scaled by how much faster the
     machine's ``gpu_flops * efficiency`` is than the rate the measurement
     belongs to (a ratio of exactly 1 on the measured machine).
@@ -155,6 +156,43 @@ def sec_per_flop(net: Net, machine: Machine):
     rate = machine.gpu_flops * machine.efficiency
     measured = net.t_measured_s / net.flops * net.ref_rate_flops / rate
     return jnp.where(net.t_measured_s > 0, measured, 1.0 / rate)
+
+
+def roofline_s(machine: Machine, flops_kind, traffic_kind):
+    """Per-sample time of a set of layers from FLOPs, a per-kind roofline (docs/model.md §3).
+
+    .. math:: t = \\sum_k \\max\\Big(\\frac{F_k}{R\\,e\\,e_k},\\;
+              \\frac{n_{pass}\\,\\delta\\,Q_k}{BW}\\Big)
+
+    with ``F_k`` the set's training FLOPs of layer kind k, ``Q_k`` its
+    ``|x|+|y|`` elements, ``R e e_k = gpu_flops * efficiency * kind_efficiency[k]``,
+    ``n_pass = mem_passes`` and ``BW = gpu_mem_bw_Bps``. ``mem_passes = 0``
+    and every ``e_k = 1`` is the paper's ``sum(F) / (gpu_flops * efficiency)``.
+    """
+    rate = machine.gpu_flops * machine.efficiency * machine.kind_efficiency
+    memory = machine.mem_passes * machine.bytes_per_element * traffic_kind / machine.gpu_mem_bw_Bps
+    return jnp.sum(jnp.maximum(flops_kind / rate, memory), axis=-1)
+
+
+def sample_s(net: Net, machine: Machine, flops, flops_kind, traffic_kind):
+    """Per-sample training time of a set of layers, docs/model.md §3: the measured time's
+    share of the set's ``flops`` (:func:`sec_per_flop`), else :func:`roofline_s`."""
+    measured = flops * sec_per_flop(net, machine)
+    return jnp.where(net.t_measured_s > 0, measured, roofline_s(machine, flops_kind, traffic_kind))
+
+
+def split_sample_s(net: Net, machine: Machine, flops, flops_kind, traffic_kind, parts):
+    """Per-sample time of one of ``parts`` GPUs that split the given (active) layers and run
+    the others whole, docs/model.md §3: ``t(active) / parts + t(inactive)``."""
+    measured = split_sum(flops, net.flops, parts) * sec_per_flop(net, machine)
+    rest = roofline_s(machine, net.flops_kind - flops_kind, net.traffic_kind - traffic_kind)
+    roofline = roofline_s(machine, flops_kind, traffic_kind) / parts + rest
+    return jnp.where(net.t_measured_s > 0, measured, roofline)
+
+
+def net_sample_s(net: Net, machine: Machine):
+    """Per-sample training time of the whole network (:func:`sample_s` of every layer)."""
+    return sample_s(net, machine, net.flops, net.flops_kind, net.traffic_kind)
 
 
 def update_s(machine: Machine, w_elems):
@@ -168,15 +206,52 @@ def split_sum(active, total, parts):
 
 
 def memory_bytes(machine: Machine, act_elems, w_elems):
-    """ParaDL's conservative memory, docs/model.md §6: ``2 delta (activations + weights)``."""
+    """ParaDL's conservative memory, docs/model.md §6.1: ``2 delta (activations + weights)``."""
     return 2.0 * machine.bytes_per_element * (act_elems + w_elems)
 
 
-def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch):
-    """First failing reason in the order batch, max_p, memory (docs/model.md §11)."""
+def training_memory_bytes(machine: Machine, saved_elems, work_elems, w_elems):
+    """What training keeps, docs/model.md §6.2.
+
+    .. math:: M = \\delta\\,(A_{saved} + A_{work} + (2 + n_{opt})\\,W)
+
+    activations kept for the backward pass, the largest layer's input and
+    output (or their gradients) alive at one moment, and the weights, their
+    gradients and ``optimizer_states`` copies of optimizer state.
+    """
+    weights = (2.0 + machine.optimizer_states) * w_elems
+    return machine.bytes_per_element * (saved_elems + work_elems + weights)
+
+
+def choose_memory(machine: Machine, paradl_bytes, training_bytes):
+    """The memory of the machine's ``memory_model`` (docs/model.md §6)."""
+    return jnp.where(machine.memory_model == MEMORY_MODELS["paradl"], paradl_bytes, training_bytes)
+
+
+def replica_memory(machine: Machine, net: Net, batch, w_elems):
+    """Memory of a GPU that holds every layer's activations for ``batch`` samples and
+    ``w_elems`` weights (serial, data, filter, channel, data+filter), docs/model.md §6."""
+    return choose_memory(
+        machine,
+        memory_bytes(machine, batch * net.act_elems, w_elems),
+        training_memory_bytes(machine, batch * net.saved_elems, batch * net.work_elems, w_elems),
+    )
+
+
+def over_dataset(net: Net, global_batch):
+    """True when one iteration would need more samples than the data set holds, ``B > D``
+    (docs/model.md §11)."""
+    return global_batch > net.dataset_samples
+
+
+def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch, over_data):
+    """First failing reason in the order batch, max_p, dataset, memory (docs/model.md §11).
+
+    ``over_data`` is :func:`over_dataset` of the strategy's global batch.
+    """
     return jnp.select(
-        [over_batch, over_max_p, mem_bytes > machine.gpu_mem_bytes],
-        [BATCH, MAX_P, MEMORY],
+        [over_batch, over_max_p, over_data, mem_bytes > machine.gpu_mem_bytes],
+        [BATCH, MAX_P, DATASET, MEMORY],
         OK,
     ).astype(jnp.int32)
 

@@ -21,6 +21,9 @@ memory bandwidth 1e9 B/s, 4-byte elements, SGD weight update (wu_passes 3),
 intra link alpha 1e-6 s / 1e10 B/s, inter levels
 (span 2 nodes: alpha 1e-5 s, 1e9 B/s) and (unbounded: alpha 2e-5 s, 5e8 B/s).
 So ``u = 3 * 4 * w / 1e9`` per iteration; all weights: ``u = 3528 / 1e9 = 3.528e-6 s``.
+Memory is ParaDL's equation (``memory_model = "paradl"``, docs/model.md §6.1), so the hand
+values of the paper's terms stay as they were; one optimizer state per weight for the
+training memory (§6.2).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 import kernels
+from kernels.names import MEMORY_MODELS
 from kernels.network import KINDS
 
 DATASET_SAMPLES = 1000
@@ -99,6 +103,10 @@ def small_machine_of(**overrides) -> kernels.Machine:
         intra_alpha_s=f(1e-6),
         intra_bandwidth_Bps=f(1e10),
         allreduce_algo=f(kernels.ALLREDUCE_ALGOS["ring"]),
+        memory_model=f(MEMORY_MODELS["paradl"]),
+        optimizer_states=f(1),
+        mem_passes=f(0),
+        kind_efficiency=np.ones(len(KINDS)),
         inter_span_nodes=np.array([2.0, np.inf]),
         inter_alpha_s=np.array([1e-5, 2e-5]),
         inter_bandwidth_Bps=np.array([1e9, 5e8]),

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import kernels
 from tests.helpers import paradl_dir
 from tests.oracles import layerwise, reference
 from tests.test_reference import SECTION_8, TERMS  # docs/model.md §15 rows, checked on both
@@ -61,7 +62,13 @@ def _case(model_key: str, machine_key: str):
 
     model = _model(model_key)
     profile = load_machine(machine_key.split("@")[0])
-    machine = profile.pytree(np.float64)
+    # the oracles evaluate ParaDL's memory equation (docs/model.md §6.1) and the paper's compute,
+    # FLOPs over gpu_flops * efficiency (no per-kind roofline, §3)
+    machine = profile.pytree(np.float64)._replace(
+        memory_model=np.float64(kernels.MEMORY_MODELS["paradl"]),
+        mem_passes=np.float64(0.0),
+        kind_efficiency=np.ones(len(kernels.KINDS)),
+    )
     if machine_key.endswith("@eff0.6"):
         machine = machine._replace(efficiency=np.float64(0.6))
     net = bind(model, profile.name, profile.ref_rate_flops)

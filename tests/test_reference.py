@@ -54,7 +54,13 @@ def _case(model_key: str, machine_key: str):
 
     profile = load_machine(machine_key.split("@")[0])
     net = bind(_model(model_key), profile.name, profile.ref_rate_flops)
-    machine = profile.pytree(np.float64)
+    # the oracles evaluate ParaDL's memory equation (docs/model.md §6.1) and the paper's compute,
+    # FLOPs over gpu_flops * efficiency (no per-kind roofline, §3)
+    machine = profile.pytree(np.float64)._replace(
+        memory_model=np.float64(kernels.MEMORY_MODELS["paradl"]),
+        mem_passes=np.float64(0.0),
+        kind_efficiency=np.ones(len(kernels.KINDS)),
+    )
     if machine_key.endswith("@eff0.6"):
         machine = machine._replace(efficiency=np.float64(0.6))
     return net, machine, reference.prepare(net, machine)

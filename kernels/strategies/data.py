@@ -25,12 +25,12 @@ def data(net: Net, machine: Machine, cfg: Config) -> Cost:
     p = cfg.p
     big_b = cfg.b * p
     its = terms.iterations(net.dataset_samples, big_b)
-    comp = net.dataset_samples / p * net.flops * terms.sec_per_flop(net, machine) + its * terms.update_s(
+    comp = net.dataset_samples / p * terms.net_sample_s(net, machine) + its * terms.update_s(
         machine, net.w_elems
     )
     weight_bytes = machine.bytes_per_element * net.w_elems
     allreduce = its * mach.gradient_allreduce_s(machine, p, weight_bytes, mach.link(machine, p))
-    mem = terms.memory_bytes(machine, cfg.b * net.act_elems, net.w_elems)
+    mem = terms.replica_memory(machine, net, cfg.b, net.w_elems)
     zero = terms.zeros_like(comp)
     return Cost(
         p=p,
@@ -46,5 +46,5 @@ def data(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, p < 1, big_b < p),
+        limit=terms.limit_code(machine, mem, p < 1, big_b < p, terms.over_dataset(net, big_b)),
     )

@@ -45,12 +45,12 @@ def _split_channels(net: Net, machine: Machine, cfg: Config, sums: SplitSums) ->
     p = cfg.p
     big_b = cfg.b
     its = terms.iterations(net.dataset_samples, big_b)
-    spf = terms.sec_per_flop(net, machine)
-    comp = net.dataset_samples * terms.split_sum(sums.flops, net.flops, p) * spf + its * (
+    per_sample = terms.split_sample_s(net, machine, sums.flops, sums.flops_kind, sums.traffic_kind, p)
+    comp = net.dataset_samples * per_sample + its * (
         terms.update_s(machine, terms.split_sum(sums.w_elems, net.w_elems, p))
     )
     traffic = layerwise_traffic(sums, p, big_b, machine.bytes_per_element, mach.link(machine, p))
-    mem = terms.memory_bytes(machine, big_b * net.act_elems, terms.split_sum(sums.w_elems, net.w_elems, p))
+    mem = terms.replica_memory(machine, net, big_b, terms.split_sum(sums.w_elems, net.w_elems, p))
     zero = terms.zeros_like(comp)
     one = jnp.ones_like(p)
     return Cost(
@@ -67,7 +67,9 @@ def _split_channels(net: Net, machine: Machine, cfg: Config, sums: SplitSums) ->
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, (p > sums.max_p) | (p < 1), big_b < 1),
+        limit=terms.limit_code(
+            machine, mem, (p > sums.max_p) | (p < 1), big_b < 1, terms.over_dataset(net, big_b)
+        ),
     )
 
 

@@ -53,14 +53,14 @@ def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
     its = terms.iterations(net.dataset_samples, big_b)
     sums = net.filter
     shard_w = terms.split_sum(sums.w_elems, net.w_elems, p2)
-    comp = net.dataset_samples / p1 * terms.split_sum(sums.flops, net.flops, p2) * (
-        terms.sec_per_flop(net, machine)
+    comp = net.dataset_samples / p1 * terms.split_sample_s(
+        net, machine, sums.flops, sums.flops_kind, sums.traffic_kind, p2
     ) + its * terms.update_s(machine, shard_w)
     delta = machine.bytes_per_element
     intra = layerwise_traffic(sums, p2, cfg.b, delta, mach.link(machine, p2))
     inter_lk = mach.link(machine, cfg.p, mach.nic_share(machine, machine.gpus_per_node))
     grad = collectives.allreduce_s(machine.allreduce_algo, p1, delta * shard_w, *inter_lk)
-    mem = terms.memory_bytes(machine, cfg.b * net.act_elems, shard_w)
+    mem = terms.replica_memory(machine, net, cfg.b, shard_w)
     zero = terms.zeros_like(comp)
     return Cost(
         p=cfg.p,
@@ -76,7 +76,9 @@ def data_filter(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, misfit | (p2 > sums.max_p), cfg.b < 1),
+        limit=terms.limit_code(
+            machine, mem, misfit | (p2 > sums.max_p), cfg.b < 1, terms.over_dataset(net, big_b)
+        ),
     )
 
 
@@ -100,8 +102,8 @@ def data_spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
     big_b = cfg.b * p1
     its = terms.iterations(net.dataset_samples, big_b)
     share = spatial_share(net.spatial, p2)
-    comp = net.dataset_samples / p1 * terms.split_sum(share.flops, net.flops, p2) * (
-        terms.sec_per_flop(net, machine)
+    comp = net.dataset_samples / p1 * terms.split_sample_s(
+        net, machine, share.flops, share.flops_kind, share.traffic_kind, p2
     ) + its * terms.update_s(machine, net.w_elems)
     delta = machine.bytes_per_element
     weight_bytes = delta * net.w_elems
@@ -128,5 +130,7 @@ def data_spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=its * traffic.halo_s,
         t_p2p_s=terms.zeros_like(comp),
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, misfit | share.over_max_p, cfg.b < 1),
+        limit=terms.limit_code(
+            machine, mem, misfit | share.over_max_p, cfg.b < 1, terms.over_dataset(net, big_b)
+        ),
     )

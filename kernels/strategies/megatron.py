@@ -21,7 +21,6 @@ from kernels import collectives, terms
 from kernels import machine as mach
 from kernels._types import Array
 from kernels.machine import Link, Machine
-from kernels.names import BATCH, MAX_P, MEMORY, OK
 from kernels.network import Net
 from kernels.terms import Config, Cost
 from kernels.transformer import AR_COUNT, AR_ELEMS, WORK_SPLIT, WORK_TOTAL, Y_BOUNDARY
@@ -124,9 +123,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=terms.zeros_like(comp),
         t_p2p_s=p2p,
         mem_bytes=mem,
-        limit=jnp.select(
-            [over_batch, misfit, mem > machine.gpu_mem_bytes], [BATCH, MAX_P, MEMORY], OK
-        ).astype(jnp.int32),
+        limit=terms.limit_code(machine, mem, misfit, over_batch, terms.over_dataset(net, big_b)),
     )
 
 

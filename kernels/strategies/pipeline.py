@@ -19,6 +19,9 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         T_{p2p} = I\\cdot 2(p+S-2)\\max_{i<p}(\\alpha + \\tfrac{B}{S}\\delta y_{last(g_i)}\\beta),\\quad
         M = \\max_i 2\\delta(B\\textstyle\\sum_{g_i}(x+y) + \\sum_{g_i} w)
 
+    (ParaDL's memory; the training memory of §6.2 keeps every micro-batch's
+    saved activations and one micro-batch's workspace).
+
     B = b. The partition (per p) is precomputed in :func:`kernels.network.build_net`.
     The boundary link is intra when p <= gpus_per_node, else the first inter
     level. Needs p <= G and S <= B.
@@ -28,7 +31,9 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     its = terms.iterations(net.dataset_samples, big_b)
     table = net.pipeline
     row = jnp.clip(p, 1, table.flops_max.shape[-1] - 1).astype(jnp.int32)
-    tmax = table.flops_max[row] * terms.sec_per_flop(net, machine)
+    tmax = terms.sample_s(
+        net, machine, table.flops_max[row], table.flops_kind_max[row], table.traffic_kind_max[row]
+    )
     umax = terms.update_s(machine, table.w_max[row])
     comp = net.dataset_samples * (p + s - 1) / s * tmax + its * umax
     inter = mach.first_inter_link(machine)
@@ -39,8 +44,12 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     )
     hop = collectives.p2p_s(big_b / s * machine.bytes_per_element * table.y_boundary_max[row], *lk)
     p2p = jnp.where(p > 1, its * 2.0 * (p + s - 2) * hop, 0.0)
-    per_group = 2.0 * machine.bytes_per_element * (big_b * table.mem_act[row] + table.mem_w[row])
-    mem = jnp.max(per_group, axis=-1)
+    delta = machine.bytes_per_element
+    paradl = jnp.max(2.0 * delta * (big_b * table.mem_act[row] + table.mem_w[row]), axis=-1)
+    weights = (2.0 + machine.optimizer_states) * table.keep_w[row]
+    kept = jnp.max(delta * (big_b * table.keep_act[row] + weights), axis=-1)
+    training = kept + delta * big_b / s * net.work_elems
+    mem = terms.choose_memory(machine, paradl, training)
     zero = terms.zeros_like(comp)
     one = jnp.ones_like(p)
     return Cost(
@@ -57,5 +66,7 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=p2p,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, (p > net.n_layers) | (p < 1), (s > big_b) | (s < 1)),
+        limit=terms.limit_code(
+            machine, mem, (p > net.n_layers) | (p < 1), (s > big_b) | (s < 1), terms.over_dataset(net, big_b)
+        ),
     )

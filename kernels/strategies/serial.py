@@ -18,10 +18,8 @@ def serial(net: Net, machine: Machine, cfg: Config) -> Cost:
     one = jnp.ones_like(cfg.b)
     big_b = cfg.b
     its = terms.iterations(net.dataset_samples, big_b)
-    comp = net.dataset_samples * net.flops * terms.sec_per_flop(net, machine) + its * terms.update_s(
-        machine, net.w_elems
-    )
-    mem = terms.memory_bytes(machine, big_b * net.act_elems, net.w_elems)
+    comp = net.dataset_samples * terms.net_sample_s(net, machine) + its * terms.update_s(machine, net.w_elems)
+    mem = terms.replica_memory(machine, net, big_b, net.w_elems)
     zero = terms.zeros_like(comp)
     return Cost(
         p=one,
@@ -37,5 +35,5 @@ def serial(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=zero,
         t_p2p_s=zero,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, False, big_b < 1),
+        limit=terms.limit_code(machine, mem, False, big_b < 1, terms.over_dataset(net, big_b)),
     )

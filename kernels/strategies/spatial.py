@@ -23,6 +23,11 @@ class SpatialShare(NamedTuple):
     halo_elems: Array
     y_last_elems: Array
     over_max_p: Array
+    flops_kind: Array
+    traffic_kind: Array
+    saved_elems: Array
+    work_active: Array
+    work_rest: Array
 
 
 def spatial_share(table: SpatialTable, n) -> SpatialShare:
@@ -41,6 +46,11 @@ def spatial_share(table: SpatialTable, n) -> SpatialShare:
         halo_elems=table.halo_elems[row],
         y_last_elems=table.y_last_elems[row],
         over_max_p=(n > table.max_p[row]) | (n < 1),
+        flops_kind=table.flops_kind[row],
+        traffic_kind=table.traffic_kind[row],
+        saved_elems=table.saved_elems[row],
+        work_active=table.work_active[row],
+        work_rest=table.work_rest[row],
     )
 
 
@@ -73,9 +83,20 @@ def spatial_traffic(share: SpatialShare, n, batch, delta, lk: Link) -> SpatialTr
 
 
 def spatial_memory(machine: Machine, net: Net, share: SpatialShare, n, batch):
-    """``2 delta (B sum_a(x+y)/n + B sum_i(x+y)) + 2W``, docs/model.md §10.3."""
+    """Memory of one GPU of a spatial group of ``n``, docs/model.md §10.3.
+
+    ParaDL's ``2 delta (B sum_a(x+y)/n + B sum_i(x+y)) + 2W``; for training
+    (§6.2) the kept activations split the same way, and the workspace is the
+    larger of an active layer's share and a whole inactive layer.
+    """
     act = batch * terms.split_sum(share.act_elems, net.act_elems, n)
-    return terms.memory_bytes(machine, act, net.w_elems)
+    saved = batch * terms.split_sum(share.saved_elems, net.saved_elems, n)
+    work = batch * jnp.maximum(share.work_active / n, share.work_rest)
+    return terms.choose_memory(
+        machine,
+        terms.memory_bytes(machine, act, net.w_elems),
+        terms.training_memory_bytes(machine, saved, work, net.w_elems),
+    )
 
 
 def spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
@@ -91,8 +112,8 @@ def spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
     big_b = cfg.b
     its = terms.iterations(net.dataset_samples, big_b)
     share = spatial_share(net.spatial, p)
-    comp = net.dataset_samples * terms.split_sum(share.flops, net.flops, p) * terms.sec_per_flop(
-        net, machine
+    comp = net.dataset_samples * terms.split_sample_s(
+        net, machine, share.flops, share.flops_kind, share.traffic_kind, p
     ) + its * terms.update_s(machine, net.w_elems)
     lk = mach.link(machine, p)
     delta = machine.bytes_per_element
@@ -114,5 +135,5 @@ def spatial(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=its * traffic.halo_s,
         t_p2p_s=terms.zeros_like(comp),
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, share.over_max_p, big_b < 1),
+        limit=terms.limit_code(machine, mem, share.over_max_p, big_b < 1, terms.over_dataset(net, big_b)),
     )

@@ -67,6 +67,7 @@ NOT_CONTINUOUS = {
     "gpus_per_node": "integer-valued",
     "nics_per_node": "integer-valued",
     "allreduce_algo": "a choice of algorithm",
+    "memory_model": "a choice of memory equation",
 }
 GRID = 4096
 #: The largest dense grid: a grid point holds every configuration's columns (2.6 GB at 1e8).

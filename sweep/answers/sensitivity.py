@@ -12,9 +12,9 @@ inter-node level together (with equal levels, as on the shipped machines,
 that is exactly the sweep axis); ``inter_alpha_s`` is the first level's
 latency with deeper levels keeping their extra latency over it, as the axis
 defines it. ``gpus_per_node`` and ``nics_per_node`` are integer-valued and
-``allreduce_algo`` is a choice, so they have no derivative and are left out
-(the output says so). ``gpu_mem_bytes`` only decides feasibility: its
-elasticity is 0. At a kink of the model (a NIC-sharing ``max``, the cheaper
+``allreduce_algo`` and ``memory_model`` are choices, so they have no derivative
+and are left out (the output says so). ``gpu_mem_bytes`` and
+``optimizer_states`` only decide feasibility: their elasticity is 0. At a kink of the model (a NIC-sharing ``max``, the cheaper
 of two algorithms) the derivative is the one-sided value JAX picks.
 """
 
@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config
+from kernels.machine import param_value
 from sweep.engine import backend
 from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
@@ -54,6 +55,7 @@ SKIPPED = {
     "gpus_per_node": "integer-valued",
     "nics_per_node": "integer-valued",
     "allreduce_algo": "a choice of algorithm",
+    "memory_model": "a choice of memory equation",
 }
 #: Parameters differentiated, in :data:`kernels.SCALAR_PARAMS` order.
 PARAMS: tuple[str, ...] = tuple(k for k in SCALAR_PARAMS if k not in SKIPPED)
@@ -73,10 +75,7 @@ def _metric_fn(strategy: str, swept: Sequence[str], metric: str, overheads: Over
 
     def f(s, net, machine, cfg, values):
         machine = override(machine, dict(zip(swept, values, strict=True)))
-        base = {
-            name: (machine.inter_alpha_s[0] if name == "inter_alpha_s" else getattr(machine, name))
-            for name in PARAMS
-        }
+        base = {name: param_value(machine, name) for name in PARAMS}
         scaled = override(machine, {n: base[n] * jnp.exp(s[i]) for i, n in enumerate(PARAMS)})
         cost, derived = point(net, scaled, cfg, ())
         return {**cost._asdict(), **derived._asdict()}[metric]

@@ -292,8 +292,8 @@ def sensitivity(
     For one configuration (--model, --machine, --strategy, --p, --b), or for
     every row of a small sweep result (DIR, optionally --where). +1% of X
     changes t_epoch_s by about e %; the knob with the largest |e| pays off
-    most. gpus_per_node and nics_per_node (integers) and allreduce_algo (a
-    choice) have no derivative and are left out.
+    most. gpus_per_node and nics_per_node (integers), allreduce_algo and
+    memory_model (choices) have no derivative and are left out.
 
     \b
     Example:

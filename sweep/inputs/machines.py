@@ -18,7 +18,8 @@ import numpy as np
 
 import grids
 from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine, with_params
-from kernels.machine import INTER_PARAMS, inter_levels
+from kernels.machine import INTER_PARAMS, KIND_EFFICIENCY_PARAMS, inter_levels
+from kernels.names import MEMORY_MODELS
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.inputs.models import read_toml
@@ -33,8 +34,13 @@ TOP_KEYS: dict[str, float | None] = {
     "nics_per_node": 1.0,
     "bytes_per_element": 4.0,
     "wu_passes": 3.0,
+    "optimizer_states": 1.0,
 }
-#: Parameters that must be > 0 (the rest: wu_passes >= 0, efficiency in (0, 1]).
+#: Optional top-level keys written to a file only when they differ from these defaults: the
+#: per-kind roofline of docs/model.md §3 (``mem_passes = 0`` and every ``efficiency_<kind> = 1``
+#: is the paper's compute).
+OPTIONAL_KEYS: dict[str, float] = {"mem_passes": 0.0, **dict.fromkeys(KIND_EFFICIENCY_PARAMS, 1.0)}
+#: Parameters that must be > 0 (the rest: wu_passes, optimizer_states >= 0, efficiency in (0, 1]).
 POSITIVE = {
     "gpu_flops",
     "gpu_mem_bytes",
@@ -100,14 +106,18 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
         ):
             return float(value)
         raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=key))
+    if name == "memory_model":
+        if value in MEMORY_MODELS:
+            return float(MEMORY_MODELS[value])
+        raise InputError(f"must be one of {', '.join(MEMORY_MODELS)}", where(origin, key=key))
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
     value = float(value)
     if name in POSITIVE and value <= 0:
         raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
-    if name == "wu_passes" and value < 0:
+    if name in ("wu_passes", "optimizer_states", "mem_passes") and value < 0:
         raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
-    if name == "efficiency" and not 0 < value <= 1:
+    if (name == "efficiency" or name in KIND_EFFICIENCY_PARAMS) and not 0 < value <= 1:
         raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
     if name in ("gpus_per_node", "nics_per_node") and value != int(value):
         raise InputError(f"must be a whole number, got {value:g}", where(origin, key=key))
@@ -177,9 +187,12 @@ class MachineProfile:
 
     def pytree(self, dtype=np.float64) -> Machine:
         """The kernels' machine, base values only (apply ``overrides`` with :func:`kernels.with_params`)."""
-        p = {k: np.asarray(v, dtype=dtype) for k, v in self.params.items()}
+        p = {k: np.asarray(v, dtype=dtype) for k, v in self.params.items() if k not in OPTIONAL_KEYS}
+        optional = {k: self.params.get(k, default) for k, default in OPTIONAL_KEYS.items()}
         return Machine(
             **p,
+            mem_passes=np.asarray(optional["mem_passes"], dtype=dtype),
+            kind_efficiency=np.asarray([optional[k] for k in KIND_EFFICIENCY_PARAMS], dtype=dtype),
             inter_span_nodes=np.asarray(self.inter_span_nodes, dtype=dtype),
             inter_alpha_s=np.asarray(self.inter_alpha_s, dtype=dtype),
             inter_bandwidth_Bps=np.asarray(self.inter_bandwidth_Bps, dtype=dtype),
@@ -254,18 +267,23 @@ def override(machine: Machine, values: Mapping) -> Machine:
 
 def parse_machine(doc: dict, origin: str) -> MachineProfile:
     """Validate a parsed machine TOML document."""
-    known = set(TOP_KEYS) | {
-        "name",
-        "description",
-        "sources",
-        "allreduce_algo",
-        "intra",
-        "inter",
-        "overheads",
-        "measured",
-        "compute_scale",
-        "calibration",
-    }
+    known = (
+        set(TOP_KEYS)
+        | set(OPTIONAL_KEYS)
+        | {
+            "name",
+            "description",
+            "sources",
+            "allreduce_algo",
+            "memory_model",
+            "intra",
+            "inter",
+            "overheads",
+            "measured",
+            "compute_scale",
+            "calibration",
+        }
+    )
     for key in doc:
         if key not in known:
             raise InputError("unknown key", where(origin, key=key))
@@ -296,8 +314,8 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
 
 
 def _scalar_params(doc: dict, origin: str) -> dict[str, float]:
-    """The top-level parameters (:data:`TOP_KEYS`, defaults where they have one) and
-    ``allreduce_algo``, checked."""
+    """The top-level parameters (:data:`TOP_KEYS` and :data:`OPTIONAL_KEYS`, defaults where
+    they have one), ``allreduce_algo`` and ``memory_model``, checked."""
     params: dict[str, float] = {}
     for key, default in TOP_KEYS.items():
         if key not in doc:
@@ -306,7 +324,10 @@ def _scalar_params(doc: dict, origin: str) -> dict[str, float]:
             params[key] = default
         else:
             params[key] = check_param(key, doc[key], origin)
+    for key, default in OPTIONAL_KEYS.items():
+        params[key] = check_param(key, doc[key], origin) if key in doc else default
     params["allreduce_algo"] = check_param("allreduce_algo", doc.get("allreduce_algo", "ring"), origin)
+    params["memory_model"] = check_param("memory_model", doc.get("memory_model", "training"), origin)
     return params
 
 
@@ -520,8 +541,13 @@ def to_toml(profile: MachineProfile, comments: tuple[str, ...] = ()) -> str:
         value = profile.params[key]
         whole = key in ("gpus_per_node", "nics_per_node")
         lines.append(f"{key} = {_toml_value(int(value) if whole else value)}")
+    for key, default in OPTIONAL_KEYS.items():
+        if profile.params.get(key, default) != default:
+            lines.append(f"{key} = {_toml_value(profile.params[key])}")
     algo = {code: name for name, code in ALLREDUCE_ALGOS.items()}[int(profile.params["allreduce_algo"])]
     lines.append(f"allreduce_algo = {_toml_value(algo)}")
+    memory = {code: name for name, code in MEMORY_MODELS.items()}[int(profile.params["memory_model"])]
+    lines.append(f"memory_model = {_toml_value(memory)}")
     lines += [
         "",
         "[intra]",

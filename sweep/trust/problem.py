@@ -55,6 +55,8 @@ NOT_FITTABLE: dict[str, str] = {
     "gpus_per_node": "it is a whole number (the node size)",
     "nics_per_node": "it is a whole number",
     "allreduce_algo": "it is a choice of algorithm, not a number",
+    "memory_model": "it is a choice of memory equation, not a number",
+    "optimizer_states": "it only decides feasibility, not time",
 }
 #: Default bounds: a factor of this around the starting value for machine parameters.
 MACHINE_SPAN = 100.0
@@ -197,7 +199,7 @@ def _make_param(name: str, profile: MachineProfile, bounds: tuple[float, float] 
         if bounds is None and start <= 0:
             raise InputError(f"--fit {name}: its value is {start:g}; give bounds as {name}=LO:HI")
         lo, hi = bounds or (start / MACHINE_SPAN, start * MACHINE_SPAN)
-        if name == "efficiency":
+        if name == "efficiency" or name.startswith("efficiency_"):  # fractions of peak (docs/model.md §3)
             if bounds is None:
                 hi = min(hi, 1.0)
             if not 0 < lo < hi <= 1:

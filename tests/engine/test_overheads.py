@@ -8,9 +8,11 @@ import json
 import tomllib
 
 import jax
+import numpy as np
 import pytest
 
 import grids
+from kernels.network import KINDS
 from sweep.engine.evaluate import estimate, point_fn
 from sweep.errors import InputError
 from sweep.inputs.configs import Bound
@@ -160,12 +162,25 @@ def test_measured_per_sample_time_applies_on_its_machine_only():
     model = load_model("resnet50")
     # abci: ParaDL's measured 3.119502 ms per sample (docs/model.md §3)
     assert per_sample_compute_s(model, "abci") == pytest.approx(3.119502e-3, rel=1e-9)
-    # elsewhere: FLOPs / (gpu_flops * efficiency)
+    # elsewhere: from FLOPs, the profile's per-kind roofline (docs/model.md §3), summed here
+    # kind by kind from the layers, not from the kernels' tables
     a = to_arrays(model)
-    flops = 3 * forward_flops(a.kind, a.x, a.w, a.y).sum()
-    a100 = load_machine("dgx-a100")
-    rate = a100.params["gpu_flops"] * a100.params["efficiency"]
-    assert per_sample_compute_s(model, "dgx-a100") == pytest.approx(flops / rate, rel=1e-9)
+    per_layer = 3 * forward_flops(a.kind, a.x, a.w, a.y)
+    flops = per_layer.sum()
+    traffic = np.prod(a.x, axis=1) + np.prod(a.y, axis=1)
+    a100 = load_machine("dgx-a100").params
+    roofline = sum(
+        max(
+            per_layer[a.kind == k].sum()
+            / (a100["gpu_flops"] * a100["efficiency"] * a100[f"efficiency_{kind}"]),
+            a100["mem_passes"]
+            * a100["bytes_per_element"]
+            * traffic[a.kind == k].sum()
+            / a100["gpu_mem_bw_Bps"],
+        )
+        for k, kind in enumerate(KINDS)
+    )
+    assert per_sample_compute_s(model, "dgx-a100") == pytest.approx(roofline, rel=1e-9)
     # a model measured on dgx-a100 uses that time there, and FLOPs on abci
     measured = dataclasses.replace(model, measured_s={"dgx-a100": 1e-3})
     assert per_sample_compute_s(measured, "dgx-a100") == pytest.approx(1e-3, rel=1e-9)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import kernels
 from kernels.machine import Machine
-from kernels.names import BATCH, MAX_P, OK
+from kernels.names import BATCH, KINDS, MAX_P, MEMORY_MODELS, OK
 from sweep.inputs.layers import to_arrays
 from sweep.inputs.transformers import gpt
 
@@ -35,8 +35,16 @@ def machine(gpus_per_node=4.0, **changes) -> Machine:
         "intra_alpha_s": 1e-3,
         "intra_bandwidth_Bps": 1e3,
         "allreduce_algo": 0.0,
+        "memory_model": MEMORY_MODELS["paradl"],
+        "optimizer_states": 1.0,
+        "mem_passes": 0.0,  # the paper's compute: FLOPs at gpu_flops * efficiency
     } | changes
-    levels = {"inter_span_nodes": [np.inf], "inter_alpha_s": [1e-3], "inter_bandwidth_Bps": [1e3]}
+    levels = {
+        "inter_span_nodes": [np.inf],
+        "inter_alpha_s": [1e-3],
+        "inter_bandwidth_Bps": [1e3],
+        "kind_efficiency": np.ones(len(KINDS)),
+    }
     return Machine(**{k: f64(v) for k, v in values.items()}, **{k: np.asarray(v) for k, v in levels.items()})
 
 

@@ -82,16 +82,20 @@ def test_filter_and_channel_sums(small_net):
     f, c = small_net.filter, small_net.channel
     # filter active: conv, fc. FLOPs 5184 + 1440; weights 54 + 240; exchange after conv only
     # (fc is the network's last layer): y = 3*4*4 = 48, 1 layer; max p = min F = min(3, 5).
-    assert [float(v) for v in f] == [6624.0, 294.0, 48.0, 1.0, 3.0]
+    assert [float(v) for v in f[:5]] == [6624.0, 294.0, 48.0, 1.0, 3.0]
+    # by kind (KINDS order conv, fc, ...): FLOPs conv 5184, fc 1440; |x|+|y| conv 80, fc 53
+    assert f.flops_kind[:2].tolist() == [5184.0, 1440.0] and f.flops_kind[2:].sum() == 0
+    assert f.traffic_kind[:2].tolist() == [80.0, 53.0] and f.traffic_kind[2:].sum() == 0
     # channel active: fc only (layer 0 is excluded); the last layer exchanges nothing;
     # max p = C of the fc = 3.
-    assert [float(v) for v in c] == [1440.0, 240.0, 0.0, 0.0, 3.0]
+    assert [float(v) for v in c[:5]] == [1440.0, 240.0, 0.0, 0.0, 3.0]
+    assert c.flops_kind[:2].tolist() == [0.0, 1440.0] and c.traffic_kind[:2].tolist() == [0.0, 53.0]
 
 
 def test_filter_override_replaces_defaults():
     net = kernels.build_net(small_layers({"filter": [True, False, False]}), 1000)
     # Only the conv: FLOPs 5184, weights 54, exchange y 48 once, max p = F = 3.
-    assert [float(v) for v in net.filter] == [5184.0, 54.0, 48.0, 1.0, 3.0]
+    assert [float(v) for v in net.filter[:5]] == [5184.0, 54.0, 48.0, 1.0, 3.0]
 
 
 # --------------------------------------------------------------------------- halos

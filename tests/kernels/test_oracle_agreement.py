@@ -162,7 +162,7 @@ def bound():
     from sweep.inputs.machines import load_machine
     from sweep.inputs.models import load_model
 
-    profile = load_machine("abci").with_overrides({"wu_passes": 0})
+    profile = load_machine("abci").with_overrides({"wu_passes": 0, "memory_model": "paradl"})
     cache: dict = {}
 
     def get(name: str):

@@ -364,6 +364,20 @@ CASES = [
     # b = 200: mem = 8 * (200*80/2 + 200*53 + 294) = 8 * 18894 = 151152 > 1e5
     case("data+spatial", config(4, 200, p2=2), dict(mem_bytes=151152), limit="memory",
          id="data+spatial-memory"),
+    # ------------------------------------------------------------------ dataset (B > D = 1000)
+    # data: B = 2 * 501 = 1002 > 1000 (mem 8 * (501*133 + 294) = 535416 > 1e5 too: dataset first)
+    case("data", config(2, 501), dict(B=1002, iterations=1), limit="dataset", id="data-dataset"),
+    # B = 1000 = D exactly is one iteration, not over the data set (memory still fails)
+    case("data", config(2, 500), dict(B=1000, iterations=1), limit="memory", id="data-B=D"),
+    case("serial", config(1, 1001), dict(B=1001), limit="dataset", id="serial-dataset"),
+    case("filter", config(2, 1001), dict(B=1001), limit="dataset", id="filter-dataset"),
+    case("spatial", config(2, 1001), dict(B=1001), limit="dataset", id="spatial-dataset"),
+    case("data+filter", config(4, 501, p2=2), dict(B=1002), limit="dataset", id="data+filter-dataset"),
+    case("data+spatial", config(4, 501, p2=2), dict(B=1002), limit="dataset", id="data+spatial-dataset"),
+    case("pipeline", config(2, 1001, S=2), dict(B=1001), limit="dataset", id="pipeline-dataset"),
+    # batch and max_p come before dataset: S > B, and p > G
+    case("pipeline", config(2, 1001, S=2000), {}, limit="batch", id="pipeline-batch-before-dataset"),
+    case("pipeline", config(4, 1001), {}, limit="max_p", id="pipeline-max_p-before-dataset"),
 ]
 # fmt: on
 

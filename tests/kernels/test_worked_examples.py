@@ -38,7 +38,8 @@ TABLE = [
 def abci():
     from sweep.inputs.machines import load_machine
 
-    return load_machine("abci")
+    # the paper's memory equation, as §15 prints it (docs/model.md §6.1)
+    return load_machine("abci").with_overrides({"memory_model": "paradl"}).baked()
 
 
 def resnet50(lc: str, profile) -> kernels.Net:

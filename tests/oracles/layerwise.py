@@ -274,7 +274,9 @@ def serial(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
     its = reference.iterations(n.D, B)
     t, u, act, weights = _sums(n.layers, _sec_per_flop(n), _update_per_elem(n))
     mem = 2.0 * m.delta * (B * act + weights)
-    return reference._result(its, n.D * t + its * u, mem=mem, why=reference.limit(m, mem, False, B < 1))
+    return reference._result(
+        its, n.D * t + its * u, mem=mem, why=reference.limit(m, mem, False, B < 1, B > n.D)
+    )
 
 
 def data(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
@@ -285,7 +287,11 @@ def data(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
     allreduce = its * reference.gradient_allreduce(m, p, m.delta * weights, alpha, beta)
     mem = 2.0 * m.delta * (b * act + weights)
     return reference._result(
-        its, n.D / p * t + its * u, allreduce=allreduce, mem=mem, why=reference.limit(m, mem, p < 1, p > B)
+        its,
+        n.D / p * t + its * u,
+        allreduce=allreduce,
+        mem=mem,
+        why=reference.limit(m, mem, p < 1, p > B, B > n.D),
     )
 
 
@@ -297,7 +303,7 @@ def spatial(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
     weights = _weights(n)
     allreduce = reference.gradient_allreduce(m, p, m.delta * weights, alpha, beta)
     comp = n.D * comp + its * weights * _update_per_elem(n)
-    why = reference.limit(m, mem, p > most or p < 1, B < 1)
+    why = reference.limit(m, mem, p > most or p < 1, B < 1, B > n.D)
     return reference._result(
         its, comp, allreduce=its * allreduce, allgather=its * gather, halo=its * halo, mem=mem, why=why
     )
@@ -332,7 +338,7 @@ def pipeline(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
         else:
             alpha, beta = m.inter_alpha_s[0], 1.0 / m.inter_bandwidth_Bps[0]
         p2p = its * 2.0 * (p + S - 2) * (alpha + B / S * m.delta * boundary * beta)
-    why = reference.limit(m, mem, p > G or p < 1, S > B or S < 1)
+    why = reference.limit(m, mem, p > G or p < 1, S > B or S < 1, B > n.D)
     return reference._result(its, comp, p2p=p2p, mem=mem, why=why)
 
 
@@ -348,7 +354,7 @@ def _split(n: Layers, which: str, p: float, b: float) -> dict:
         allreduce=its * reduce,
         allgather=its * gather,
         mem=mem,
-        why=reference.limit(m, mem, p > most or p < 1, B < 1),
+        why=reference.limit(m, mem, p > most or p < 1, B < 1, B > n.D),
     )
 
 
@@ -377,7 +383,7 @@ def data_filter(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
         allreduce=its * (reduce + grad),
         allgather=its * gather,
         mem=mem,
-        why=reference.limit(m, mem, misfit or p2 > most, b < 1),
+        why=reference.limit(m, mem, misfit or p2 > most, b < 1, B > n.D),
     )
 
 
@@ -394,7 +400,7 @@ def data_spatial(n: Layers, p: float, b: float, p2: float, S: float) -> dict:
     inside = reference.gradient_allreduce(m, p2, m.delta * weights, alpha2, beta2)
     across = reference.gradient_allreduce(m, p1, m.delta * weights, alpha, beta)
     grad = inside + across
-    why = reference.limit(m, mem, misfit or p2 > most or p2 < 1, b < 1)
+    why = reference.limit(m, mem, misfit or p2 > most or p2 < 1, b < 1, B > n.D)
     return reference._result(
         its,
         n.D / p1 * comp + its * weights * _update_per_elem(n),

@@ -13,7 +13,7 @@ docs/output-format.md#columns as a dict.
 
 Where the equations are silent, the choices documented in the kernels are followed:
 
-* ``limit`` is the first failing reason in the order batch, max_p, memory;
+* ``limit`` is the first failing reason in the order batch, max_p, dataset, memory;
 * a spatial group of one GPU exchanges no halo; a one-stage pipeline sends no
   point-to-point message;
 * the hybrids use ``p1 = max(p / p2, 1)``; a p2 that does not divide p (or
@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 #: The order of ``limit`` strings, the same as :data:`kernels.LIMITS`.
-LIMITS = ("", "memory", "max_p", "batch")
+LIMITS = ("", "memory", "max_p", "batch", "dataset")
 RING = 0  # allreduce_algo code of the ring algorithm (kernels.collectives.RING)
 
 STRATEGY_NAMES = (
@@ -245,12 +245,14 @@ def nic_share(r: Ref, talkers: float) -> float:
     return max(1.0, talkers / r.nics_per_node)
 
 
-def limit(r: Ref, mem: float, over_max_p: bool, over_batch: bool) -> str:
-    """First failing reason, in the order batch, max_p, memory."""
+def limit(r: Ref, mem: float, over_max_p: bool, over_batch: bool, over_data: bool) -> str:
+    """First failing reason, in the order batch, max_p, dataset (B > D), memory."""
     if over_batch:
         return "batch"
     if over_max_p:
         return "max_p"
+    if over_data:
+        return "dataset"
     if mem > r.gpu_mem_bytes:
         return "memory"
     return ""
@@ -280,7 +282,7 @@ def serial(r: Ref, p: float, b: float, p2: float, S: float) -> dict:
     its = iterations(r.D, B)
     comp = r.D * r.flops * sec_per_flop(r) + its * update_s(r, r.w_elems)
     mem = memory(r, B * r.act_elems, r.w_elems)
-    return _result(its, comp, mem=mem, why=limit(r, mem, False, B < 1))
+    return _result(its, comp, mem=mem, why=limit(r, mem, False, B < 1, B > r.D))
 
 
 def data(r: Ref, p: float, b: float, p2: float, S: float) -> dict:
@@ -291,7 +293,7 @@ def data(r: Ref, p: float, b: float, p2: float, S: float) -> dict:
     alpha, beta = link(r, p)
     allreduce = its * gradient_allreduce(r, p, r.delta * r.w_elems, alpha, beta)
     mem = memory(r, b * r.act_elems, r.w_elems)
-    return _result(its, comp, allreduce=allreduce, mem=mem, why=limit(r, mem, p < 1, p > B))
+    return _result(its, comp, allreduce=allreduce, mem=mem, why=limit(r, mem, p < 1, p > B, B > r.D))
 
 
 def _spatial_row(r: Ref, n: float) -> int:
@@ -331,7 +333,7 @@ def spatial(r: Ref, p: float, b: float, p2: float, S: float) -> dict:
         allgather=its * gather,
         halo=its * halo,
         mem=mem,
-        why=limit(r, mem, over_max_p, B < 1),
+        why=limit(r, mem, over_max_p, B < 1, B > r.D),
     )
 
 
@@ -354,7 +356,7 @@ def pipeline(r: Ref, p: float, b: float, p2: float, S: float) -> dict:
     else:
         p2p = 0.0
     mem = max(2.0 * r.delta * (B * a + w) for a, w in zip(r.pp_mem_act[row], r.pp_mem_w[row], strict=True))
-    why = limit(r, mem, p > r.G or p < 1, S > B or S < 1)
+    why = limit(r, mem, p > r.G or p < 1, S > B or S < 1, B > r.D)
     return _result(its, comp, p2p=p2p, mem=mem, why=why)
 
 
@@ -375,7 +377,7 @@ def _split_channels(r: Ref, sums: Split, p: float, b: float) -> dict:
         allreduce=its * reduce,
         allgather=its * gather,
         mem=mem,
-        why=limit(r, mem, p > sums.max_p or p < 1, B < 1),
+        why=limit(r, mem, p > sums.max_p or p < 1, B < 1, B > r.D),
     )
 
 
@@ -417,7 +419,7 @@ def data_filter(r: Ref, p: float, b: float, p2: float, S: float) -> dict:
         allreduce=its * (reduce + grad),
         allgather=its * gather,
         mem=mem,
-        why=limit(r, mem, misfit or p2 > sums.max_p, b < 1),
+        why=limit(r, mem, misfit or p2 > sums.max_p, b < 1, B > r.D),
     )
 
 
@@ -445,7 +447,7 @@ def data_spatial(r: Ref, p: float, b: float, p2: float, S: float) -> dict:
         allgather=its * gather,
         halo=its * halo,
         mem=mem,
-        why=limit(r, mem, over_max_p, b < 1),
+        why=limit(r, mem, over_max_p, b < 1, B > r.D),
     )
 
 

@@ -196,4 +196,4 @@ def test_limit_reason_is_null_exactly_where_feasible(folders):
     reason = table.column("limit_reason")
     assert pa.types.is_dictionary(reason.type)
     assert (np.asarray(reason.is_null().to_pylist()) == feasible).all()
-    assert set(reason.drop_null().to_pylist()) <= {"batch", "max_p", "memory"}
+    assert set(reason.drop_null().to_pylist()) <= {"batch", "max_p", "dataset", "memory"}
