@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from sweep.errors import InputError
-from sweep.inputs.machines import MachineProfile, load_machine, to_toml
+from sweep.inputs.machine_toml import to_toml
+from sweep.inputs.machines import MachineProfile, load_machine
 from sweep.inputs.measured import Measurements, read_measurements
 from sweep.output import store
 from sweep.trust.calibrate import Calibration, transferred

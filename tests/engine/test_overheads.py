@@ -16,7 +16,8 @@ from kernels.network import KINDS
 from sweep.engine.evaluate import estimate, point_fn
 from sweep.errors import InputError
 from sweep.inputs.configs import Bound
-from sweep.inputs.machines import builtin_names, load_machine, parse_machine, to_toml
+from sweep.inputs.machine_toml import to_toml
+from sweep.inputs.machines import builtin_names, load_machine, parse_machine
 from sweep.inputs.models import load_model
 from tests.helpers import config
 

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 import grids
 from sweep.cli.main import cli
 from sweep.errors import InputError
-from sweep.inputs.machines import load_machine, parse_machine, to_toml
+from sweep.inputs.machine_toml import to_toml
+from sweep.inputs.machines import load_machine, parse_machine
 from sweep.inputs.measured import read_measurements
 from sweep.trust.calibrate import (
     Objective,

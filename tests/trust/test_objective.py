@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from sweep.errors import InputError
-from sweep.inputs.machines import load_machine, parse_machine, to_toml
+from sweep.inputs.machine_toml import to_toml
+from sweep.inputs.machines import load_machine, parse_machine
 from sweep.inputs.measured import read_measurements
 from sweep.trust.calibrate import fitted_profile
 from sweep.trust.fit import fit
