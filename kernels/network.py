@@ -458,7 +458,7 @@ def build_net(
         channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x), fk, tk),
         spatial=_spatial_table(layers, flops, act, in_place, saved, fk, tk),
         pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, parts),
-        transformer=transformer_table(names, x, w, y, flops, act_nip, parts),
+        transformer=transformer_table(names, x, w, y, flops, act_nip, parts, fk, tk),
     )
 
 

@@ -58,6 +58,9 @@ class TransformerTable(NamedTuple):
 
     heads: Array  # attention heads tp must divide (gcd over attention layers; 1 if none)
     flops: Array  # [3, G+1, H, 2]
+    #: the per-kind FLOPs and |x|+|y| of each line of ``flops`` (its stage), for the roofline
+    flops_kind: Array  # [3, G+1, H, 2, KINDS]
+    traffic_kind: Array  # [3, G+1, H, 2, KINDS]
     act: Array  # [3, G+1, H, 2]
     w: Array  # [G+1, H, 2]
     misc: Array  # [3, G+1, 5]
@@ -114,22 +117,31 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     return out
 
 
-def _envelope(rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Each row's envelope lines ``total - split z`` (z >= 0) as ``[G+1, H, 2]``, zero-padded
-    (row 0, no stages, is all zero)."""
+def _hulls(rows: list[tuple[np.ndarray, np.ndarray]]) -> list[list[int]]:
+    """Per row (pp = 1..G), the stages whose lines ``total - split z`` form the upper envelope
+    over z >= 0, largest total first."""
     from kernels.network import upper_envelope  # network imports this module
 
-    hulls = [np.zeros((0, 2))] + [np.stack([t, s], axis=1)[upper_envelope(-s, t)] for t, s in rows]
-    out = np.zeros((len(hulls), max(len(h) for h in hulls), 2))
-    for r, hull in enumerate(hulls):
-        out[r, : len(hull)] = hull
+    return [upper_envelope(-s, t) for t, s in rows]
+
+
+def _envelope(rows: list[tuple[np.ndarray, np.ndarray]], hulls: list[list[int]] | None = None) -> np.ndarray:
+    """Each row's envelope lines ``total - split z`` (z >= 0) as ``[G+1, H, 2, ...]``, zero-padded
+    (row 0, no stages, is all zero). ``hulls`` picks the lines (default: each row's own
+    envelope); a row's totals and splits may carry trailing axes (per-kind vectors)."""
+    hulls = _hulls(rows) if hulls is None else hulls
+    picked = [np.stack([t, s], axis=1)[h] for (t, s), h in zip(rows, hulls, strict=True)]
+    out = np.zeros((len(picked) + 1, max(len(h) for h in picked), *picked[0].shape[1:]))
+    for r, lines in enumerate(picked, start=1):
+        out[r, : len(lines)] = lines
     return out
 
 
 def _stack(tables: list[np.ndarray]) -> np.ndarray:
     """Envelope tables of one shape each, zero-padded to the widest, stacked on a new first axis."""
     width = max(t.shape[1] for t in tables)
-    return np.stack([np.pad(t, ((0, 0), (0, width - t.shape[1]), (0, 0))) for t in tables])
+    pad = lambda t: [(0, 0), (0, width - t.shape[1])] + [(0, 0)] * (t.ndim - 2)  # noqa: E731
+    return np.stack([np.pad(t, pad(t)) for t in tables])
 
 
 def transformer_table(
@@ -140,11 +152,14 @@ def transformer_table(
     flops: np.ndarray,
     act: np.ndarray,
     parts: list[list[int]],
+    fk: np.ndarray,
+    tk: np.ndarray,
 ) -> TransformerTable:
     """The tables of one network (docs/model.md §16) for pp = 1..G stages of ``parts``.
 
     ``flops`` are training FLOPs per sample and ``act`` non-in-place activations
-    per layer, as :func:`kernels.network.build_net` computes them. Row 1 (one
+    per layer, ``fk`` and ``tk`` each layer's FLOPs and ``|x|+|y|`` in the column of its
+    kind (``[G, KINDS]``), as :func:`kernels.network.build_net` computes them. Row 1 (one
     stage) uses the network's plain sums, as the data strategy does, and every
     row's totals are the same sums the pipeline table takes, so the strategies
     that coincide agree to the last bit (docs/model.md §16).
@@ -160,9 +175,13 @@ def transformer_table(
     work = (act.sum() / blocks, roles.act_split.sum() / blocks)
 
     def per_stage(v: np.ndarray, starts: list[int]) -> np.ndarray:
-        return np.array([v.sum()]) if len(starts) == 1 else np.add.reduceat(v, starts)
+        return v.sum(axis=0, keepdims=True) if len(starts) == 1 else np.add.reduceat(v, starts)
 
-    rows: dict[str, list] = {k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel", "kept")}
+    rows: dict[str, list] = {
+        k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel", "kept", "fk", "fk_sel", "tk", "tk_sel")
+    }
+    split = roles.split[:, None]
+    attn_fk, attn_tk = fk * attention[:, None] / 3.0, tk * attention[:, None] / 3.0
     misc = np.zeros((3, len(parts) + 1, 5))
     fwd_n, bwd_n = (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float)
     for pp, starts in enumerate(parts, start=1):
@@ -171,6 +190,12 @@ def transformer_table(
         a, asp, aa = s(act), s(roles.act_split), s(attn_act)
         rows["flops"].append((f, fs))
         rows["flops_sel"].append((f + s(attn_fwd), fs + s(attn_fwd)))
+        kinds = {k: s(v) for k, v in (("fk", fk), ("fks", fk * split), ("tk", tk), ("tks", tk * split))}
+        kinds |= {"afk": s(attn_fk), "atk": s(attn_tk)}
+        rows["fk"].append((kinds["fk"], kinds["fks"]))
+        rows["fk_sel"].append((kinds["fk"] + kinds["afk"], kinds["fks"] + kinds["afk"]))
+        rows["tk"].append((kinds["tk"], kinds["tks"]))
+        rows["tk_sel"].append((kinds["tk"] + kinds["atk"], kinds["tks"] + kinds["atk"]))
         rows["w"].append((s(w_elems), s(roles.w_split)))
         rows["act"].append((a, asp))
         rows["act_sel"].append((a - aa, asp - aa))
@@ -182,10 +207,14 @@ def transformer_table(
         misc[FULL, pp, AR_COUNT], misc[FULL, pp, AR_ELEMS] = (2 * fc + bc).max(), (2 * fe + be).max()
         misc[FULL, pp, WORK_TOTAL], misc[FULL, pp, WORK_SPLIT] = work
     heads = w[attention, 1].astype(np.int64)
-    plain = _envelope(rows["flops"])
+    hulls, sel = _hulls(rows["flops"]), _hulls(rows["flops_sel"])
+    plain = _envelope(rows["flops"], hulls)
+    fk_plain, tk_plain = _envelope(rows["fk"], hulls), _envelope(rows["tk"], hulls)
     return TransformerTable(
         heads=np.float64(np.gcd.reduce(heads) if heads.size else 1),
-        flops=_stack([plain, _envelope(rows["flops_sel"]), plain * (4.0 / 3.0)]),
+        flops=_stack([plain, _envelope(rows["flops_sel"], sel), plain * (4.0 / 3.0)]),
+        flops_kind=_stack([fk_plain, _envelope(rows["fk_sel"], sel), fk_plain * (4.0 / 3.0)]),
+        traffic_kind=_stack([tk_plain, _envelope(rows["tk_sel"], sel), tk_plain * (4.0 / 3.0)]),
         act=_stack([_envelope(rows["act"]), _envelope(rows["act_sel"]), _envelope(rows["kept"])]),
         w=_envelope(rows["w"]),
         misc=misc,

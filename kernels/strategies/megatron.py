@@ -90,12 +90,11 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
     misc = table.misc[mode, row]
     z = 1.0 - 1.0 / tp
-    stage = _at(table.flops[mode, row], z)
+    stage_s = _stage_s(net, machine, mode, row, z)
     w_stage = _at(table.w[row], z)
-    spf = terms.sec_per_flop(net, machine)
     # the data strategy's order of operations for one stage, the pipeline's for several
-    one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage * spf
-    stages = net.dataset_samples * (pp + s - 1) / s * (stage * spf) / dp
+    one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage_s
+    stages = net.dataset_samples * (pp + s - 1) / s * stage_s / dp
     comp = jnp.where(pp == 1, one_stage, stages) + its * terms.update_s(machine, w_stage)
     delta = machine.bytes_per_element
     micro = cfg.b / s
@@ -125,6 +124,17 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         mem_bytes=mem,
         limit=terms.limit_code(machine, mem, misfit, over_batch, terms.over_dataset(net, big_b)),
     )
+
+
+def _stage_s(net: Net, machine: Machine, mode, row, z):
+    """Per-sample training time of the largest stage (the envelope's largest line at ``z``):
+    :func:`kernels.terms.sample_s` of its FLOPs and per-kind FLOPs and traffic, as the data
+    strategy times the network and the pipeline its slowest stage (docs/model.md §3)."""
+    table = net.transformer
+    lines = table.flops[mode, row]
+    h = jnp.argmax(lines[..., 0] - lines[..., 1] * z)
+    at = lambda kinds: kinds[mode, row, h, 0] - kinds[mode, row, h, 1] * z  # noqa: E731
+    return terms.sample_s(net, machine, _at(lines, z), at(table.flops_kind), at(table.traffic_kind))
 
 
 def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
