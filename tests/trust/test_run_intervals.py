@@ -267,3 +267,16 @@ def test_cli_interval_errors_are_one_line_and_write_nothing(runner, tmp_path, sp
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], result.stderr
     assert not out.exists()
+
+
+def test_polars_and_duckdb_read_an_interval_folder_as_pyarrow_does(every_row):
+    """Every file of the folder, the manifest among them, has the columns: Polars (which takes
+    every file) and DuckDB read the same rows and intervals."""
+    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars")
+    names = ["strategy", "p", "b", "inter_bandwidth_Bps", "t_epoch_s", "t_epoch_s_lo", "t_epoch_s_hi"]
+    table = ds.dataset(every_row).to_table(columns=names)
+    want = sorted(zip(*(table.column(c).to_pylist() for c in names), strict=True))
+    df = pl.scan_parquet(every_row).collect().with_columns(pl.col(pl.Categorical).cast(pl.String))
+    assert sorted(df.select(names).rows()) == want
+    assert sorted(duckdb.sql(f"select {', '.join(names)} from '{every_row}/*.parquet'").fetchall()) == want
