@@ -174,6 +174,8 @@ def run(
         click.echo("", err=True)
     for line in summary.lines(timings):
         click.echo(line)
+    if interval is not None:
+        click.echo(f"t_epoch_s_lo, t_epoch_s_hi: the {100 * interval:g} % prediction interval of t_epoch_s")
 
 
 @click.command()

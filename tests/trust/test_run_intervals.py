@@ -280,3 +280,47 @@ def test_polars_and_duckdb_read_an_interval_folder_as_pyarrow_does(every_row):
     df = pl.scan_parquet(every_row).collect().with_columns(pl.col(pl.Categorical).cast(pl.String))
     assert sorted(df.select(names).rows()) == want
     assert sorted(duckdb.sql(f"select {', '.join(names)} from '{every_row}/*.parquet'").fetchall()) == want
+
+
+def test_an_interrupted_run_gets_its_intervals_when_resumed(spec, every_row, tmp_path):
+    """The pass runs once the run is complete: an interrupted run has none; its --resume writes
+    every row's, the same as a run that was never stopped."""
+    from sweep.engine.runstate import Interrupted
+
+    calls = []
+
+    def stop(done, total, seconds):
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "o"
+    with pytest.raises(Interrupted):
+        api.run(spec, out, x64=True, chunk=4, interval=0.8, progress=stop)
+    written = list(out.glob("part-*.parquet"))
+    assert written and not any("t_epoch_s_lo" in pq.read_schema(p).names for p in written)
+    api.run(spec, out, x64=True, chunk=4, resume=True, interval=0.8)
+    key = ("strategy", "p", "b", "inter_bandwidth_Bps", "t_epoch_s", "t_epoch_s_lo", "t_epoch_s_hi")
+    rows = sorted(tuple(r[k] for k in key) for r in ds.dataset(out).to_table().to_pylist())
+    assert rows == sorted(tuple(r[k] for k in key) for r in ds.dataset(every_row).to_table().to_pylist())
+    assert len(list(out.glob("part-*.parquet"))) > 2
+
+
+def test_cli_run_interval_says_what_it_added(runner, spec, tmp_path):
+    out = tmp_path / "cli"
+    result = runner.invoke(
+        cli, ["run", str(spec), "-o", str(out), "--interval", "0.9", "--keep", "top:3:t_epoch_s"]
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        result.stdout.splitlines()[-1]
+        == "t_epoch_s_lo, t_epoch_s_hi: the 90 % prediction interval of t_epoch_s"
+    )
+    top = ds.dataset(out).to_table()
+    assert top.num_rows == 3 and api.open(out).manifest.interval == 0.9
+    assert all(
+        lo < t < hi
+        for lo, t, hi in zip(
+            *(top.column(c).to_pylist() for c in ("t_epoch_s_lo", "t_epoch_s", "t_epoch_s_hi")), strict=True
+        )
+    )
