@@ -74,13 +74,13 @@ def annotate(folder: Path, plan: Plan, level: float) -> int:
     rewritten = 0
     try:
         for path in sorted(folder.glob("part-*.parquet")):
-            source = pq.ParquetFile(path)
-            if _level(source.schema_arrow) == level and LO in source.schema_arrow.names:
-                continue
-            target = with_interval(source.schema_arrow, level)
-            split = [f.name for f in target if pa.types.is_floating(f.type)]
-            tables = _annotated(source, target, jobs, level)
-            store.write_parquet(path, tables, None, use_byte_stream_split=split, **options)
+            with pq.ParquetFile(path) as source:
+                if _level(source.schema_arrow) == level and LO in source.schema_arrow.names:
+                    continue
+                target = with_interval(source.schema_arrow, level)
+                split = [f.name for f in target if pa.types.is_floating(f.type)]
+                tables = _annotated(source, target, jobs, level)
+                store.write_parquet(path, tables, None, use_byte_stream_split=split, **options)
             rewritten += 1
         manifest = pq.read_schema(folder / store.MANIFEST)
         doc[KEY] = level
@@ -89,7 +89,8 @@ def annotate(folder: Path, plan: Plan, level: float) -> int:
         )
     except OSError as err:
         raise InputError(
-            f"--interval stopped: {err.strerror or err}; rerun with --resume to finish it", str(folder)
+            f"--interval stopped: {err.strerror or err}; rerun with --resume --interval to finish",
+            str(folder),
         ) from None
     return rewritten
 
