@@ -23,6 +23,11 @@ residuals understate how far a model it never saw strays), hence the
 held-out scatter: under cross-validation, each fold's ``sigma`` comes from
 the other folds' held-out residuals, so coverage is measured on runs that
 set neither the fit nor the width.
+
+:func:`predictive` gives the intervals of measured runs (``sweep validate``),
+:func:`estimate_interval` of one configuration (``sweep estimate``), and
+:class:`RowIntervals` of a sweep's rows (``sweep run --interval``,
+:mod:`sweep.trust.annotate`), all through :func:`posterior_bounds`.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from sweep.trust.problem import Param, Problem, make_param, parameterised, scale
 MIN_CURVATURE = 1e-6
 #: Default interval level.
 LEVEL = 0.8
-#: Rows per compiled call of :func:`row_jacobian`.
+#: Rows per compiled call of :meth:`RowIntervals.jacobian`.
 BATCH = 4096
 
 
@@ -156,8 +161,9 @@ def posterior_bounds(
     profile: MachineProfile, params: Sequence[Param], jac, t: np.ndarray, level: float = LEVEL
 ) -> tuple[np.ndarray, np.ndarray]:
     """The interval at ``level`` of times ``t`` whose logs have the gradient ``jac`` (``[rows,
-    params]``, in :func:`posterior_params`' coordinates at the profile's values): the posterior's
-    covariance propagated through it, plus its spread (the module's formula)."""
+    params]``, in :func:`posterior_params`' coordinates, at the profile's values or a row's swept
+    ones): the posterior's covariance propagated through it, plus its spread (the module's
+    formula). :func:`predictive` and :class:`RowIntervals` both end here."""
     post = profile.posterior
     assert post is not None
     jac = np.array(jac, np.float64)
