@@ -257,6 +257,7 @@ def run(
     dask: Any = None,
     confirm: bool = False,
     progress: Callable[[int, int, float], None] | None = None,
+    interval: float | None = None,
 ) -> RunSummary:
     """Run a sweep into a Parquet dataset folder (``sweep run``); returns the run's summary.
 
@@ -264,7 +265,9 @@ def run(
     (``"pareto:t_epoch_s,p"``, ``"top:10:t_epoch_s"``); ``shard`` is ``"K/N"``; ``dask`` a
     scheduler address, ``"local:N"`` or a ``distributed.Client``. Grids over 10^12 points
     need ``confirm=True`` (``--yes``). ``progress(done, total, seconds)`` is called as
-    chunks finish. :meth:`RunSummary.lines` gives the command's report.
+    chunks finish. :meth:`RunSummary.lines` gives the command's report. ``interval`` (a level in
+    (0, 1), e.g. 0.8; the machines must be calibrated) adds ``t_epoch_s_lo`` and ``t_epoch_s_hi``
+    to every written row, once the run is complete (:mod:`sweep.trust.annotate`).
 
     >>> summary = sweep.run("grids/sweeps/codesign-resnet50-1024.toml", "outputs/cd",
     ...                     keep="pareto:t_epoch_s,p", overwrite=True)
@@ -297,8 +300,16 @@ def run(
         shard=parts if isinstance(parts, Shard) else None,
         dask=dask,
     )
+    if interval is not None:  # before anything is written
+        from sweep.trust import annotate
+
+        annotate.check(the_plan, interval, opts.columns, opts.shard is not None)
     with backend.computation(x64=x64):
-        return run_sweep(the_plan, opts, progress)
+        summary = run_sweep(the_plan, opts, progress)
+    if interval is not None:
+        with backend.computation(x64=True):
+            annotate.annotate(summary.folder, the_plan, interval)
+    return summary
 
 
 def open(path: str | Path) -> Sweep:

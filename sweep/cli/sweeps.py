@@ -118,6 +118,13 @@ def plan(spec_path) -> None:
     help="Evaluate and write chunks on Dask workers: a scheduler address (tcp://host:8786) or "
     "local:N for a local cluster of N worker processes. Needs paradl-sweep[dask].",
 )
+@click.option(
+    "--interval",
+    type=float,
+    metavar="LEVEL",
+    help="Add t_epoch_s_lo and t_epoch_s_hi, the prediction interval of t_epoch_s at LEVEL (e.g. 0.8), "
+    "to every written row; needs calibrated machines (docs/trust.md).",
+)
 @click.option("--yes", is_flag=True, help=f"Run grids over {10**12:.0e} points.")
 @click.option("--timings", is_flag=True, help="Print where the run's time went (main thread, other threads).")
 @handle_errors
@@ -133,6 +140,7 @@ def run(
     chunk,
     shard_text,
     dask_address,
+    interval,
     yes,
     timings,
 ) -> None:
@@ -147,6 +155,7 @@ def run(
       sweep run grids/sweeps/codesign-resnet50.toml --keep pareto:t_epoch_s,p
       sweep run my.toml -o out/my --shard $SLURM_ARRAY_TASK_ID/16   # then: sweep merge out/my
       sweep run my.toml -o out/my --dask local:4                    # or --dask tcp://host:8786
+      sweep run my.toml --interval 0.8    # machines calibrated by sweep calibrate: t_epoch_s_lo, _hi
     """
     from sweep import api
     from sweep.engine.run import tty_progress
@@ -156,7 +165,7 @@ def run(
         summary = api.run(
             spec_path, out, keep=keep_text, resume=resume, overwrite=overwrite, x64=x64,
             only_feasible=only_feasible, columns=columns, chunk=chunk, shard=shard_text,
-            dask=dask_address, confirm=yes, progress=tty_progress(),
+            dask=dask_address, confirm=yes, progress=tty_progress(), interval=interval,
         )  # fmt: skip
     except Interrupted as err:
         click.echo(f"\n{err}", err=True)
@@ -165,6 +174,8 @@ def run(
         click.echo("", err=True)
     for line in summary.lines(timings):
         click.echo(line)
+    if interval is not None:
+        click.echo(f"t_epoch_s_lo, t_epoch_s_hi: the {100 * interval:g} % prediction interval of t_epoch_s")
 
 
 @click.command()

@@ -51,6 +51,9 @@ class Manifest:
     keep_spill: list[str] | None = None
     keep_state: str | None = None
     keep_seq: int | None = None
+    #: The level of the prediction intervals ``sweep run --interval`` added (``t_epoch_s_lo``,
+    #: ``t_epoch_s_hi``), once every part file has them.
+    interval: float | None = None
     format: int = 1
 
     def to_json(self) -> dict[str, Any]:
@@ -89,6 +92,7 @@ _ORDER = (
     "keep_spill",
     "keep_state",
     "keep_seq",
+    "interval",
 )
 # written even when None (a spec read from standard input has no path)
 _ALWAYS = frozenset(

@@ -23,27 +23,38 @@ residuals understate how far a model it never saw strays), hence the
 held-out scatter: under cross-validation, each fold's ``sigma`` comes from
 the other folds' held-out residuals, so coverage is measured on runs that
 set neither the fit nor the width.
+
+:func:`predictive` gives the intervals of measured runs (``sweep validate``),
+:func:`estimate_interval` of one configuration (``sweep estimate``), and
+:class:`RowIntervals` of a sweep's rows (``sweep run --interval``,
+:mod:`sweep.trust.annotate`), all through :func:`posterior_bounds`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from sweep.inputs.configs import TENSOR_AXES, Bound, Tensor
+from kernels import Config
+from sweep.engine.evaluate import point_fn
+from sweep.inputs.configs import TENSOR_AXES, Bound, Tensor, input_elems, model_overheads
 from sweep.inputs.machines import MachineProfile
 from sweep.inputs.measured import Measurements, Run
 from sweep.trust.fit import Fit
-from sweep.trust.problem import Param, Problem, make_param
+from sweep.trust.problem import Param, Problem, make_param, parameterised, scaled_net
 
 #: Smallest eigenvalue kept in the Hessian (per unit of log parameter, squared).
 MIN_CURVATURE = 1e-6
 #: Default interval level.
 LEVEL = 0.8
+#: Rows per compiled call of :meth:`RowIntervals.jacobian`.
+BATCH = 4096
 
 
 def z_of(level: float) -> float:
@@ -139,18 +150,28 @@ def predictive(
     overhead's column, taken at 0 on top of the fitted value ``v``, is scaled
     by ``(v + f) / f`` into the coordinate ``log(v + f)`` of the covariance.
     """
-    post = profile.posterior
-    assert post is not None
     params = posterior_params(profile)
     problem = Problem(meas, profile, params)
-    jac = np.array(problem.jacobian(problem.log_start))
+    t = np.exp(problem.log_pred(problem.log_start))
+    lo, hi = posterior_bounds(profile, params, problem.jacobian(problem.log_start), t, level)
+    return t, lo, hi
+
+
+def posterior_bounds(
+    profile: MachineProfile, params: Sequence[Param], jac, t: np.ndarray, level: float = LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """The interval at ``level`` of times ``t`` whose logs have the gradient ``jac`` (``[rows,
+    params]``, in :func:`posterior_params`' coordinates, at the profile's values or a row's swept
+    ones): the posterior's covariance propagated through it, plus its spread (the module's
+    formula). :func:`predictive` and :class:`RowIntervals` both end here."""
+    post = profile.posterior
+    assert post is not None
+    jac = np.array(jac, np.float64)
     for j, p in enumerate(params):
         if p.additive:
             jac[:, j] *= math.exp(post.log_values[j]) / p.floor
-    t = np.exp(problem.log_pred(problem.log_start))
     var = parameter_variance(jac, np.asarray(post.covariance, np.float64).reshape(len(params), len(params)))
-    lo, hi = bounds(t, var, post.spread_log, level)
-    return t, lo, hi
+    return bounds(t, var, post.spread_log, level)
 
 
 def estimate_interval(bound: Bound, row: dict, level: float = LEVEL) -> tuple[float, float]:
@@ -167,3 +188,79 @@ def estimate_interval(bound: Bound, row: dict, level: float = LEVEL) -> tuple[fl
     )
     _, lo, hi = predictive(meas, profile, level)
     return float(lo[0]), float(hi[0])
+
+
+class RowIntervals:
+    """The intervals of one job's rows (a model on a calibrated machine, a strategy, the machine
+    parameters it sweeps): what :func:`estimate_interval` gives one configuration, for rows of a
+    sweep at once.
+
+    Per row, :meth:`jacobian` gives the gradient of its log iteration time in
+    :func:`posterior_params`' coordinates, what :func:`predictive` takes from
+    :class:`~sweep.trust.problem.Problem`; :meth:`bounds` puts it through
+    :func:`posterior_bounds`. A swept machine parameter that the calibration fitted is
+    taken at the row's value with the posterior's (relative) uncertainty, as ``sweep
+    estimate --set`` takes it. One :func:`jax.jit` of ``vmap(jacfwd(...))``, called on
+    batches of at most :data:`BATCH` rows padded to a power of two.
+    """
+
+    def __init__(self, bound: Bound, strategy: str, swept: Sequence[str] = ()):
+        self.bound, self.strategy = bound, strategy
+        self.params = posterior_params(bound.profile)
+        fitted = {p.name: j for j, p in enumerate(self.params) if p.machine}
+        #: swept parameters the posterior holds (their coordinates vary per row), and the others
+        self.moved = {name: fitted[name] for name in swept if name in fitted}
+        self.swept = tuple(name for name in swept if name not in fitted)
+        self.start = np.log([p.start + p.floor for p in self.params])
+        self._fn = _jacobian_fn(bound, strategy, self.swept, self.params)
+
+    def jacobian(self, config: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """``(t_iter_s, J)`` per row of ``config``: equal-length columns as a dataset holds them,
+        ``p``, ``b``, ``p2``, ``S``, data+tensor+pipeline's ``tp``, ``pp``, ``recompute``,
+        ``zero`` (1, 1, 0, 0 where absent) and each swept machine parameter."""
+        n = len(config["p"])
+        cols = [np.asarray(config[k], np.float64) for k in ("p", "b", "p2", "S")]
+        for axis, default in zip(TENSOR_AXES, Tensor(), strict=True):
+            cols.append(np.asarray(config[axis] if axis in config else np.full(n, default), np.float64))
+        values = [np.asarray(config[k], np.float64) for k in self.swept]
+        u = np.tile(self.start, (n, 1))
+        for name, j in self.moved.items():
+            u[:, j] = np.log(np.asarray(config[name], np.float64) + self.params[j].floor)
+        t, jac = np.empty(n), np.empty((n, len(self.params)))
+        for lo in range(0, n, BATCH):
+            k = min(BATCH, n - lo)
+            pad = np.minimum(np.arange(lo, lo + max(8, 1 << (k - 1).bit_length())), lo + k - 1)
+            cfg = Config(*(jnp.asarray(c[pad]) for c in cols))
+            j, log_t = self._fn(jnp.asarray(u[pad]), cfg, tuple(jnp.asarray(v[pad]) for v in values))
+            t[lo : lo + k] = np.exp(np.asarray(log_t)[:k])
+            jac[lo : lo + k] = np.asarray(j)[:k]
+        return t, jac
+
+    def bounds(
+        self, config: Mapping[str, np.ndarray], t: np.ndarray, level: float = LEVEL
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The interval at ``level`` of times ``t`` of the rows ``config``, centred on ``t`` as
+        written. ``t`` may be ``t_epoch_s``: its log differs from ``t_iter_s``'s by
+        ``log iterations``, which no parameter moves, so it has the same gradient."""
+        _, jac = self.jacobian(config)
+        return posterior_bounds(self.bound.profile, self.params, jac, np.asarray(t, np.float64), level)
+
+
+def _jacobian_fn(bound: Bound, strategy: str, swept: tuple[str, ...], params: Sequence[Param]) -> Callable:
+    """``f(u, cfg, values) -> (J, log t_iter)`` per row of ``u``, ``cfg`` and ``values``, jitted:
+    the parameters applied as :meth:`Problem._log_pred <sweep.trust.problem.Problem>` applies them."""
+    profile = bound.profile
+    floor = np.asarray([p.floor for p in params], np.float64)
+    inputs = input_elems(bound.model)
+    net = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), bound.net)
+
+    def log_t(u, cfg, values):
+        machine, overheads, scales = parameterised(profile, params, jnp.exp(u) - floor)
+        f = point_fn(strategy, swept, overheads=model_overheads(overheads, inputs))
+        _, derived = f(scaled_net(net, bound.model.name, scales), machine, cfg, values)
+        return jnp.log(derived.t_iter_s)
+
+    def one(u, cfg, values):
+        return jax.jacfwd(lambda v: (log_t(v, cfg, values),) * 2, has_aux=True)(u)
+
+    return jax.jit(jax.vmap(one))

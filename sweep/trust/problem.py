@@ -337,24 +337,12 @@ class Problem:
         return np.asarray(self._pred_and_jac(jnp.asarray(logv, jnp.float64))[0])
 
     def _log_pred(self, logv):
-        values = jnp.exp(logv) - self.floor
-        machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), self.profile.pytree())
-        machine = override(
-            machine, {k: jnp.asarray(v) for k, v in self.profile.override_values(np.float64).items()}
-        )
-        machine = override(machine, {p.name: values[i] for i, p in enumerate(self.params) if p.machine})
-        overheads: dict[str, dict] = {s: dict(t) for s, t in self.profile.overheads.items()}
-        for i, p in enumerate(self.params):
-            if p.overhead is not None or p.collective is not None:
-                add_overhead(overheads, p.name, values[i])
-        scales = {p.model: values[i] for i, p in enumerate(self.params) if p.model is not None}
+        machine, overheads, scales = parameterised(self.profile, self.params, jnp.exp(logv) - self.floor)
         out = jnp.zeros(len(self.meas.runs), jnp.float64)
         for g in self._groups:
             f = point_fn(g.strategy, (), overheads=model_overheads(overheads, self._inputs[g.model]))
             net, cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), (g.net, g.cfg))
-            model = self.meas.bounds[(g.machine, g.model)].model.name
-            if model in scales:
-                net = net._replace(t_measured_s=net.t_measured_s * scales[model])
+            net = scaled_net(net, self.meas.bounds[(g.machine, g.model)].model.name, scales)
             _, derived = jax.vmap(f, in_axes=(None, None, 0, None))(net, machine, cfg, ())
             out = out.at[g.index].set(jnp.log(derived.t_iter_s))
         return out
@@ -365,6 +353,28 @@ class Problem:
             p.name: max(float(math.exp(v)) - p.floor, 0.0) if p.floor else float(math.exp(v))
             for p, v in zip(self.params, logv, strict=True)
         }
+
+
+def parameterised(profile: MachineProfile, params: Sequence[Param], values) -> tuple:
+    """``(machine, overheads, scales)`` of ``profile`` with ``params`` at ``values`` (traced or not):
+    the kernels' machine in float64 (the profile's overrides, then the machine parameters), the
+    ``strategy -> {term: value}`` overheads (the profile's, then the overheads and collective
+    factors on top, :func:`add_overhead`) and ``model -> factor`` on its measured compute time."""
+    machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), profile.pytree())
+    machine = override(machine, {k: jnp.asarray(v) for k, v in profile.override_values(np.float64).items()})
+    machine = override(machine, {p.name: values[i] for i, p in enumerate(params) if p.machine})
+    overheads: dict[str, dict] = {s: dict(t) for s, t in profile.overheads.items()}
+    for i, p in enumerate(params):
+        if p.overhead is not None or p.collective is not None:
+            add_overhead(overheads, p.name, values[i])
+    scales = {p.model: values[i] for i, p in enumerate(params) if p.model is not None}
+    return machine, overheads, scales
+
+
+def scaled_net(net, model: str, scales: dict):
+    """``net`` with its measured compute times scaled by ``scales[model]`` (a ``model.<name>.compute``
+    parameter), if it has one."""
+    return net._replace(t_measured_s=net.t_measured_s * scales[model]) if model in scales else net
 
 
 def add_overhead(overheads: dict[str, dict], name: str, value) -> None:
