@@ -26,7 +26,8 @@ from sweep.cli.main import cli
 from sweep.engine import backend
 from sweep.errors import InputError
 from sweep.inputs.configs import Bound
-from sweep.inputs.machines import load_machine, parse_machine, to_toml
+from sweep.inputs.machine_toml import to_toml
+from sweep.inputs.machines import load_machine, parse_machine
 from sweep.inputs.models import load_model
 from sweep.trust import annotate
 from sweep.trust.intervals import RowIntervals, estimate_interval
