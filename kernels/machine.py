@@ -32,6 +32,9 @@ class Machine(NamedTuple):
     inter_span_nodes: Array  # [L]; the last level's span is unbounded (inf)
     inter_alpha_s: Array  # [L]
     inter_bandwidth_Bps: Array  # [L]
+    #: seconds each operation a layer launches costs beyond its FLOPs (docs/model.md §16); 0 but in
+    #: data+tensor+pipeline's profiles, and only that strategy reads it
+    op_latency_s: Array = 0.0
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

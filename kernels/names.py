@@ -21,4 +21,5 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "inter_alpha_s",
     "inter_bandwidth_Bps",
     "allreduce_algo",
+    "op_latency_s",
 )

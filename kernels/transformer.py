@@ -60,11 +60,30 @@ class TransformerTable(NamedTuple):
     flops: Array  # [3, G+1, H, 2]
     act: Array  # [3, G+1, H, 2]
     w: Array  # [G+1, H, 2]
-    misc: Array  # [3, G+1, 5]
+    misc: Array  # [3, G+1, 6]
 
 
 #: Columns of :attr:`TransformerTable.misc`.
-AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT = range(5)
+AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT, OPS = range(6)
+
+#: Operations (GPU kernels, each one framework call) a layer of each kind launches per micro-batch
+#: in the forward and in the backward pass, as Megatron-LM's GPT layer does (docs/model.md §16):
+#: a fused layernorm (apex: one kernel forward, input and weight gradients backward); a linear
+#: layer one GEMM forward, the data- and weight-gradient GEMMs backward (bias adds are fused into
+#: the element-wise kernels); the attention core QK^T (baddbmm), fused scale-mask-softmax,
+#: dropout, the weighted sum (bmm) and the context permute, each with its backward (two GEMMs
+#: for each batched product); a residual add is the fused bias-dropout-add, bias-gelu one fused
+#: kernel, each with its gradient and the bias' gradient backward; the embedding the vocabulary-
+#: parallel lookup (mask, lookup, zero the foreign rows), the position lookup and their sum.
+#: Kinds not listed launch one kernel each way.
+OPS_PER_KIND: dict[str, tuple[int, int]] = {
+    "layernorm": (1, 2),
+    "linear": (1, 2),
+    "attention": (5, 7),
+    "add": (1, 2),
+    "gelu": (1, 2),
+    "embedding": (4, 3),
+}
 
 
 class _Layers(NamedTuple):
@@ -163,7 +182,8 @@ def transformer_table(
         return np.array([v.sum()]) if len(starts) == 1 else np.add.reduceat(v, starts)
 
     rows: dict[str, list] = {k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel", "kept")}
-    misc = np.zeros((3, len(parts) + 1, 5))
+    misc = np.zeros((3, len(parts) + 1, 6))
+    fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
     fwd_n, bwd_n = (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float)
     for pp, starts in enumerate(parts, start=1):
         s = lambda v, st=starts: per_stage(v, st)  # noqa: E731
@@ -181,6 +201,10 @@ def transformer_table(
         misc[:2, pp, AR_COUNT], misc[:2, pp, AR_ELEMS] = (fc + bc).max(), (fe + be).max()
         misc[FULL, pp, AR_COUNT], misc[FULL, pp, AR_ELEMS] = (2 * fc + bc).max(), (2 * fe + be).max()
         misc[FULL, pp, WORK_TOTAL], misc[FULL, pp, WORK_SPLIT] = work
+        # per micro-batch: forward and backward, full recomputation a second forward, selective
+        # the attention cores' forward again
+        ops = s(fwd_ops + bwd_ops)
+        misc[:, pp, OPS] = ops.max(), (ops + s(fwd_ops * attention)).max(), (ops + s(fwd_ops)).max()
     heads = w[attention, 1].astype(np.int64)
     plain = _envelope(rows["flops"])
     return TransformerTable(

@@ -178,7 +178,8 @@ def parse_fit(items: str | Sequence[str], profile: MachineProfile) -> list[Param
 def default_candidates(meas: Measurements, profile: MachineProfile) -> list[Param]:
     """The default parameters in priority order (see :func:`select_identifiable`).
 
-    Per strategy measured: first ``overheads.<s>.per_sample_s``, an additive
+    First, where the profile sets it above 0, ``op_latency_s``, the cost of
+    each operation per micro-batch (docs/model.md §16). Then, per strategy measured: first ``overheads.<s>.per_sample_s``, an additive
     cost per sample that does not depend on the model (what the hybrid runs
     on the public ABCI file show, the README's Trust section), so that it, not a factor on
     the model's own terms, explains a strategy's excess time when the runs
@@ -192,7 +193,10 @@ def default_candidates(meas: Measurements, profile: MachineProfile) -> list[Para
     network parameter moves every strategy's predictions.
     """
     present = [s for s in STRATEGIES if any(r.strategy == s for r in meas.runs)]
-    names = [f"overheads.{s}.{t}" for t in CANDIDATE_TERMS for s in present]
+    # a cost per operation and micro-batch (docs/model.md §16), first where the profile has one:
+    # no overhead scales with the micro-batches
+    names = ["op_latency_s"] if profile.value("op_latency_s") > 0 else []
+    names += [f"overheads.{s}.{t}" for t in CANDIDATE_TERMS for s in present]
     names += ["inter_bandwidth_Bps", "inter_alpha_s"]
     names += [f"overheads.{s}.{t}" for s in present for t in COMM_TERMS]
     return [make_param(n, profile) for n in names]
