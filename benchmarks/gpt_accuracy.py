@@ -31,7 +31,7 @@ def table(path: Path, machine=None, sets=None) -> pd.DataFrame:
     """Every run of ``path`` with its prediction (``sweep validate``)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "v.csv"
-        sweep.validate(path, machine, out=out, set=sets)
+        sweep.validate(path, machine or ("a100-ib800" if sets else None), out=out, set=sets)
         frame = pd.read_csv(out)
     frame["mb"] = frame.b / frame.S
     frame["B"] = frame.b * frame.p // (frame.tp * frame.pp)

@@ -22,4 +22,5 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "inter_bandwidth_Bps",
     "allreduce_algo",
     "op_latency_s",
+    "eltwise_traffic",
 )

@@ -60,11 +60,16 @@ class TransformerTable(NamedTuple):
     flops: Array  # [3, G+1, H, 2]
     act: Array  # [3, G+1, H, 2]
     w: Array  # [G+1, H, 2]
-    misc: Array  # [3, G+1, 6]
+    misc: Array  # [3, G+1, 8]
 
 
 #: Columns of :attr:`TransformerTable.misc`.
-AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT, OPS = range(6)
+AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT, OPS, TRAFFIC_TOTAL, TRAFFIC_SPLIT = range(8)
+#: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16).
+GEMM_KINDS = ("linear", "conv", "fc")
+#: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
+#: writes them, dropout reads and writes them, the weighted sum reads them.
+SCORE_PASSES = 6.0
 
 #: Operations (GPU kernels, each one framework call) a layer of each kind launches per micro-batch
 #: in the forward and in the backward pass, as Megatron-LM's GPT layer does (docs/model.md §16):
@@ -133,6 +138,20 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     return out
 
 
+def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the elements per sample a memory-bound kernel reads and writes in the forward
+    pass (docs/model.md §16), and the part of it split over tp: its input and output (x + y) for
+    every kind but the GEMMs, and for attention :data:`SCORE_PASSES` passes over its ``a s^2``
+    scores (``act - x - y``). Split where the layer's work is (attention, the element-wise kinds
+    between a column- and a row-parallel layer), not for the embedding, whose output is whole."""
+    x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
+    attention = names == "attention"
+    scores = np.where(attention, act - x_elems - y_elems, 0.0)
+    gemm = np.isin(names, GEMM_KINDS)
+    traffic = np.where(gemm, 0.0, x_elems + y_elems + SCORE_PASSES * scores)
+    return traffic, traffic * split * (names != "embedding")
+
+
 def _envelope(rows: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """Each row's envelope lines ``total - split z`` (z >= 0) as ``[G+1, H, 2]``, zero-padded
     (row 0, no stages, is all zero)."""
@@ -182,7 +201,8 @@ def transformer_table(
         return np.array([v.sum()]) if len(starts) == 1 else np.add.reduceat(v, starts)
 
     rows: dict[str, list] = {k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel", "kept")}
-    misc = np.zeros((3, len(parts) + 1, 6))
+    misc = np.zeros((3, len(parts) + 1, 8))
+    traffic, traffic_split = memory_traffic(names, x, y, act, roles.split)
     fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
     fwd_n, bwd_n = (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float)
     for pp, starts in enumerate(parts, start=1):
@@ -205,6 +225,10 @@ def transformer_table(
         # the attention cores' forward again
         ops = s(fwd_ops + bwd_ops)
         misc[:, pp, OPS] = ops.max(), (ops + s(fwd_ops * attention)).max(), (ops + s(fwd_ops)).max()
+        # memory-bound traffic: forward once and backward twice; recomputation the forward again
+        for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
+            misc[mode, pp, TRAFFIC_TOTAL] = s(3.0 * traffic + again).max()
+            misc[mode, pp, TRAFFIC_SPLIT] = s(3.0 * traffic_split + again * (traffic_split > 0)).max()
     heads = w[attention, 1].astype(np.int64)
     plain = _envelope(rows["flops"])
     return TransformerTable(

@@ -24,7 +24,16 @@ from kernels.machine import Link, Machine
 from kernels.names import BATCH, MAX_P, MEMORY, OK
 from kernels.network import Net
 from kernels.terms import Config, Cost
-from kernels.transformer import AR_COUNT, AR_ELEMS, OPS, WORK_SPLIT, WORK_TOTAL, Y_BOUNDARY
+from kernels.transformer import (
+    AR_COUNT,
+    AR_ELEMS,
+    OPS,
+    TRAFFIC_SPLIT,
+    TRAFFIC_TOTAL,
+    WORK_SPLIT,
+    WORK_TOTAL,
+    Y_BOUNDARY,
+)
 
 #: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.
 OPTIMIZER_BYTES = 12.0
@@ -100,6 +109,11 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     comp = jnp.where(pp == 1, one_stage, stages) + its * terms.update_s(machine, w_stage)
     # the launch cost of the busiest stage's operations, once per micro-batch slot of 1F1B
     comp = comp + its * (s + pp - 1) * misc[OPS] * machine.op_latency_s
+    # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
+    traffic = misc[TRAFFIC_TOTAL] - misc[TRAFFIC_SPLIT] * z
+    comp = comp + net.dataset_samples / dp * ((s + pp - 1) / s) * (
+        machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
+    )
     delta = machine.bytes_per_element
     micro = cfg.b / s
     grad = _gradient_allreduce(machine, own, dp, delta * w_stage)

@@ -34,8 +34,9 @@ TOP_KEYS: dict[str, float | None] = {
     "bytes_per_element": 4.0,
     "wu_passes": 3.0,
     "op_latency_s": 0.0,
+    "eltwise_traffic": 0.0,
 }
-#: Parameters that must be > 0 (the rest: wu_passes and op_latency_s >= 0, efficiency in (0, 1]).
+#: Parameters that must be > 0 (the rest: wu_passes, op_latency_s, eltwise_traffic >= 0; efficiency in (0, 1]).
 POSITIVE = {
     "gpu_flops",
     "gpu_mem_bytes",
@@ -107,7 +108,7 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
     value = float(value)
     if name in POSITIVE and value <= 0:
         raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
-    if name in ("wu_passes", "op_latency_s") and value < 0:
+    if name in ("wu_passes", "op_latency_s", "eltwise_traffic") and value < 0:
         raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
     if name == "efficiency" and not 0 < value <= 1:
         raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
@@ -432,7 +433,7 @@ def to_toml(profile: MachineProfile, comments: tuple[str, ...] = ()) -> str:
         lines.append("sources = [" + ", ".join(_toml_value(x) for x in profile.sources) + "]")
     for key in TOP_KEYS:
         value = profile.params[key]
-        if key == "op_latency_s" and value == 0:
+        if key in ("op_latency_s", "eltwise_traffic") and value == 0:
             continue  # written only where set (data+tensor+pipeline's profiles)
         whole = key in ("gpus_per_node", "nics_per_node")
         lines.append(f"{key} = {_toml_value(int(value) if whole else value)}")

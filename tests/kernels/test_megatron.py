@@ -131,6 +131,20 @@ def test_op_latency_per_micro_batch():
     assert float(c.t_comp_s) == pytest.approx(24.064 + 0.222, rel=1e-12)
 
 
+def test_memory_bound_traffic():
+    """eltwise_traffic (docs/model.md §16): the memory-bound kernels' activation traffic at the
+    memory bandwidth. Forward elements per sample (x + y; attention + 6 passes over its a s^2 = 8
+    scores), GEMMs none: embed 2 + 8, ln1 8 + 8, attention 24 + 8 + 48, add1 8 + 8, ln2 8 + 8,
+    gelu 32 + 32, add2 8 + 8, ln_f 8 + 8: 234, of which attention 80 and gelu 64 split over tp.
+    Forward once, backward twice: 702 - 432 z; selective: + 80 - 80 z; full: 936 - 576 z.
+    tp = 2 (z = 1/2), pp = 1, S = 2: D/dp (S+pp-1)/S delta traffic / bw = 8 * 1 * 2 * traffic / 1000."""
+    on = machine(eltwise_traffic=1.0)
+    for r, traffic in ((0, 702 - 216), (1, 782 - 256), (2, 936 - 288)):
+        base = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r))
+        c = TENSOR(tiny(), on, cfg(4, 4, 2, tp=2, recompute=r))
+        assert float(c.t_comp_s) - float(base.t_comp_s) == pytest.approx(16 * traffic / 1e3, rel=1e-12)
+
+
 def test_groups_crossing_nodes_share_every_nic():
     """A ring leaving a node runs over all its NICs, shared by the groups crossing at once
     (docs/model.md §16). Nodes of 2 GPUs with 2 NICs of 1,000 B/s, links of 1 ms."""
