@@ -4,12 +4,16 @@
 
 Prints, as Markdown: the uncalibrated mean symmetric accuracy per model and per (tp, pp)
 shape; for each (model, p, global batch) how often the predicted fastest (tp, pp, S) is the
-measured fastest or within 5 % of it; and the held-out experiment: ``sweep calibrate`` with
-default options on the single-node runs only, then the 41 multi-node runs predicted.
+measured fastest or within 5 % of it; the held-out experiment: ``sweep calibrate`` with
+default options on the single-node runs only, then the 41 multi-node runs predicted; and the
+default calibration on every run, train and 5-fold cross-validated accuracy.
+
+    python -m benchmarks.gpt_accuracy --set op_latency_s=0    # a machine parameter changed
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import tempfile
 from pathlib import Path
@@ -23,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "grids" / "measurements" / "a100_megatron_public.csv"
 
 
-def table(path: Path, machine=None) -> pd.DataFrame:
+def table(path: Path, machine=None, sets=None) -> pd.DataFrame:
     """Every run of ``path`` with its prediction (``sweep validate``)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "v.csv"
-        sweep.validate(path, machine, out=out)
+        sweep.validate(path, machine or ("a100-ib800" if sets else None), out=out, set=sets)
         frame = pd.read_csv(out)
     frame["mb"] = frame.b / frame.S
     frame["B"] = frame.b * frame.p // (frame.tp * frame.pp)
@@ -61,7 +65,7 @@ def best_split(frame: pd.DataFrame) -> str:
     )
 
 
-def held_out() -> tuple[str, pd.DataFrame]:
+def held_out(sets=None) -> tuple[str, pd.DataFrame]:
     """Calibrate on the single-node runs (p <= 8) with default options; predict the others."""
     rows = list(csv.DictReader(MEASURED.open()))
     with tempfile.TemporaryDirectory() as d:
@@ -71,22 +75,32 @@ def held_out() -> tuple[str, pd.DataFrame]:
                 w = csv.DictWriter(fh, fieldnames=list(rows[0]))
                 w.writeheader()
                 w.writerows(r for r in rows if keep(r))
-        fitted = sweep.calibrate(paths["single"], "a100-ib800")
+        fitted = sweep.calibrate(paths["single"], "a100-ib800", set=sets)
         return "\n".join(fitted.lines()), table(paths["multi"], fitted.profile)
 
 
-def main() -> None:
-    frame = table(MEASURED)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", action="append", default=[], help="KEY=VALUE machine override")
+    ap.add_argument("--skip-calibration", action="store_true")
+    args = ap.parse_args(argv)
+    sets = dict(kv.split("=", 1) for kv in args.set) or None
+    sets = {k: float(v) for k, v in sets.items()} if sets else None
+    frame = table(MEASURED, sets=sets)
     print("## Uncalibrated, per model\n")
     print(summary(frame, ["model"]))
     print(f"\nall {len(frame)} runs: mean accuracy {frame.accuracy.mean():.3f}\n")
-    print("## Uncalibrated, per (tp, pp)\n")
+    for name, part in (("single-node", frame[frame.p <= 8]), ("multi-node", frame[frame.p > 8])):
+        print(f"{name}: {len(part)} runs, mean accuracy {part.accuracy.mean():.3f}")
+    print("\n## Uncalibrated, per (tp, pp)\n")
     print(summary(frame, ["tp", "pp"]))
     print("\n## Uncalibrated, per micro-batch size (samples)\n")
     print(summary(frame, ["mb"]))
     print("\n## Best split\n")
     print(best_split(frame))
-    report, multi = held_out()
+    if args.skip_calibration:
+        return
+    report, multi = held_out(sets)
     print("\n## Held out: calibrated on the 1,440 single-node runs\n")
     print(report)
     print()
@@ -95,13 +109,10 @@ def main() -> None:
     print(
         f"\n41 multi-node runs: mean accuracy {multi.accuracy.mean():.3f}, mean absolute error {err.mean():.1%}"
     )
-    base = table_multi_uncalibrated()
+    base = frame[frame.p > 8]
     print(f"uncalibrated on the same runs: mean accuracy {base.accuracy.mean():.3f}")
-
-
-def table_multi_uncalibrated() -> pd.DataFrame:
-    frame = table(MEASURED)
-    return frame[frame.p > 8]
+    print("\n## Default calibration on every run (train and 5-fold)\n")
+    print("\n".join(sweep.calibrate(MEASURED, "a100-ib800", set=sets).lines()))
 
 
 if __name__ == "__main__":

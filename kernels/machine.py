@@ -38,6 +38,12 @@ class Machine(NamedTuple):
     inter_span_nodes: Array  # [L]; the last level's span is unbounded (inf)
     inter_alpha_s: Array  # [L]
     inter_bandwidth_Bps: Array  # [L]
+    #: seconds each operation a layer launches costs beyond its FLOPs (docs/model.md §16); 0 but in
+    #: data+tensor+pipeline's profiles, and only that strategy reads it
+    op_latency_s: Array = 0.0
+    #: factor on the activation traffic of data+tensor+pipeline's memory-bound kernels (docs/model.md
+    #: §16): 1 as counted, 0 (the default) none
+    eltwise_traffic: Array = 0.0
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

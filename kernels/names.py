@@ -46,6 +46,8 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "optimizer_states",
     "mem_passes",
     *(f"efficiency_{kind}" for kind in KINDS),
+    "op_latency_s",
+    "eltwise_traffic",
 )
 
 #: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.

@@ -63,11 +63,35 @@ class TransformerTable(NamedTuple):
     traffic_kind: Array  # [3, G+1, H, 2, KINDS]
     act: Array  # [3, G+1, H, 2]
     w: Array  # [G+1, H, 2]
-    misc: Array  # [3, G+1, 5]
+    misc: Array  # [3, G+1, 8]
 
 
 #: Columns of :attr:`TransformerTable.misc`.
-AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT = range(5)
+AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT, OPS, TRAFFIC_TOTAL, TRAFFIC_SPLIT = range(8)
+#: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16).
+GEMM_KINDS = ("linear", "conv", "fc")
+#: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
+#: writes them, dropout reads and writes them, the weighted sum reads them.
+SCORE_PASSES = 6.0
+
+#: Operations (GPU kernels, each one framework call) a layer of each kind launches per micro-batch
+#: in the forward and in the backward pass, as Megatron-LM's GPT layer does (docs/model.md §16):
+#: a fused layernorm (apex: one kernel forward, input and weight gradients backward); a linear
+#: layer one GEMM forward, the data- and weight-gradient GEMMs backward (bias adds are fused into
+#: the element-wise kernels); the attention core QK^T (baddbmm), fused scale-mask-softmax,
+#: dropout, the weighted sum (bmm) and the context permute, each with its backward (two GEMMs
+#: for each batched product); a residual add is the fused bias-dropout-add, bias-gelu one fused
+#: kernel, each with its gradient and the bias' gradient backward; the embedding the vocabulary-
+#: parallel lookup (mask, lookup, zero the foreign rows), the position lookup and their sum.
+#: Kinds not listed launch one kernel each way.
+OPS_PER_KIND: dict[str, tuple[int, int]] = {
+    "layernorm": (1, 2),
+    "linear": (1, 2),
+    "attention": (5, 7),
+    "add": (1, 2),
+    "gelu": (1, 2),
+    "embedding": (4, 3),
+}
 
 
 class _Layers(NamedTuple):
@@ -115,6 +139,20 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
                 last_norm = i
             state = False
     return out
+
+
+def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the elements per sample a memory-bound kernel reads and writes in the forward
+    pass (docs/model.md §16), and the part of it split over tp: its input and output (x + y) for
+    every kind but the GEMMs, and for attention :data:`SCORE_PASSES` passes over its ``a s^2``
+    scores (``act - x - y``). Split where the layer's work is (attention, the element-wise kinds
+    between a column- and a row-parallel layer), not for the embedding, whose output is whole."""
+    x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
+    attention = names == "attention"
+    scores = np.where(attention, act - x_elems - y_elems, 0.0)
+    gemm = np.isin(names, GEMM_KINDS)
+    traffic = np.where(gemm, 0.0, x_elems + y_elems + SCORE_PASSES * scores)
+    return traffic, traffic * split * (names != "embedding")
 
 
 def _hulls(rows: list[tuple[np.ndarray, np.ndarray]]) -> list[list[int]]:
@@ -182,7 +220,9 @@ def transformer_table(
     }
     split = roles.split[:, None]
     attn_fk, attn_tk = fk * attention[:, None] / 3.0, tk * attention[:, None] / 3.0
-    misc = np.zeros((3, len(parts) + 1, 5))
+    misc = np.zeros((3, len(parts) + 1, 8))
+    traffic, traffic_split = memory_traffic(names, x, y, act, roles.split)
+    fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
     fwd_n, bwd_n = (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float)
     for pp, starts in enumerate(parts, start=1):
         s = lambda v, st=starts: per_stage(v, st)  # noqa: E731
@@ -206,6 +246,14 @@ def transformer_table(
         misc[:2, pp, AR_COUNT], misc[:2, pp, AR_ELEMS] = (fc + bc).max(), (fe + be).max()
         misc[FULL, pp, AR_COUNT], misc[FULL, pp, AR_ELEMS] = (2 * fc + bc).max(), (2 * fe + be).max()
         misc[FULL, pp, WORK_TOTAL], misc[FULL, pp, WORK_SPLIT] = work
+        # per micro-batch: forward and backward, full recomputation a second forward, selective
+        # the attention cores' forward again
+        ops = s(fwd_ops + bwd_ops)
+        misc[:, pp, OPS] = ops.max(), (ops + s(fwd_ops * attention)).max(), (ops + s(fwd_ops)).max()
+        # memory-bound traffic: forward once and backward twice; recomputation the forward again
+        for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
+            misc[mode, pp, TRAFFIC_TOTAL] = s(3.0 * traffic + again).max()
+            misc[mode, pp, TRAFFIC_SPLIT] = s(3.0 * traffic_split + again * (traffic_split > 0)).max()
     heads = w[attention, 1].astype(np.int64)
     hulls, sel = _hulls(rows["flops"]), _hulls(rows["flops_sel"])
     plain = _envelope(rows["flops"], hulls)

@@ -23,7 +23,16 @@ from kernels._types import Array
 from kernels.machine import Link, Machine
 from kernels.network import Net
 from kernels.terms import Config, Cost
-from kernels.transformer import AR_COUNT, AR_ELEMS, WORK_SPLIT, WORK_TOTAL, Y_BOUNDARY
+from kernels.transformer import (
+    AR_COUNT,
+    AR_ELEMS,
+    OPS,
+    TRAFFIC_SPLIT,
+    TRAFFIC_TOTAL,
+    WORK_SPLIT,
+    WORK_TOTAL,
+    Y_BOUNDARY,
+)
 
 #: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.
 OPTIMIZER_BYTES = 12.0
@@ -96,6 +105,13 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage_s
     stages = net.dataset_samples * (pp + s - 1) / s * stage_s / dp
     comp = jnp.where(pp == 1, one_stage, stages) + its * terms.update_s(machine, w_stage)
+    # the launch cost of the busiest stage's operations, once per micro-batch slot of 1F1B
+    comp = comp + its * (s + pp - 1) * misc[OPS] * machine.op_latency_s
+    # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
+    traffic = misc[TRAFFIC_TOTAL] - misc[TRAFFIC_SPLIT] * z
+    comp = comp + net.dataset_samples / dp * ((s + pp - 1) / s) * (
+        machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
+    )
     delta = machine.bytes_per_element
     micro = cfg.b / s
     grad = _gradient_allreduce(machine, own, dp, delta * w_stage)
@@ -140,11 +156,15 @@ def _stage_s(net: Net, machine: Machine, mode, row, z):
 def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
     """The dp group's gradient allreduce of one stage's shard, per iteration.
 
-    The group spans tp * dp consecutive GPUs; when it leaves a node, each of the
-    ``min(tp, gpus_per_node)`` rings with members on a node crosses its NICs at
-    once (docs/model.md §8). With tp = pp = 1 this is the data strategy's.
+    The group spans tp * dp consecutive GPUs. When it leaves a node, NCCL runs
+    one ring per channel and spreads the channels over every NIC of the node, so
+    the ``min(tp, gpus_per_node)`` dp groups with members on a node share its
+    ``nics_per_node`` NICs: each ring crosses at ``nics / min(tp, gpus_per_node)``
+    NICs' bandwidth, more than one NIC's when fewer groups than NICs cross
+    (docs/model.md §16). With tp = pp = 1 this is the data strategy's inside a
+    node or with one NIC per node.
     """
-    share = mach.nic_share(machine, jnp.minimum(own.tp, machine.gpus_per_node))
+    share = jnp.minimum(own.tp, machine.gpus_per_node) / machine.nics_per_node
     lk = mach.link(machine, own.tp * dp, share)
     flat = collectives.allreduce_s(machine.allreduce_algo, dp, msg_bytes, *lk)
     return jnp.where(own.tp * own.pp == 1, mach.gradient_allreduce_s(machine, dp, msg_bytes, lk), flat)
@@ -152,9 +172,10 @@ def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
 
 def _tensor_allreduce(machine: Machine, misc, tp, micro_bytes):
     """One micro-batch's tensor-parallel allreduces on the largest stage, on the tp group's link:
-    ``n`` ring allreduces of ``micro_bytes * e / n`` bytes each (zero for tp = 1)."""
+    ``n`` ring allreduces of ``micro_bytes * e / n`` bytes each (zero for tp = 1). A tp group
+    wider than a node is the only group crossing each of its nodes: its rings use every NIC."""
     count, elems = misc[AR_COUNT], misc[AR_ELEMS]
-    lk = mach.link(machine, tp)
+    lk = mach.link(machine, tp, 1.0 / machine.nics_per_node)
     each = collectives.ring_allreduce_s(tp, micro_bytes * elems / jnp.maximum(count, 1.0), *lk)
     return count * each
 

@@ -38,8 +38,15 @@ TOP_KEYS: dict[str, float | None] = {
 #: Optional top-level keys written to a file only when they differ from these defaults: the
 #: per-kind roofline of docs/model.md §3 (``mem_passes = 0`` and every ``efficiency_<kind> = 1``
 #: is the paper's compute).
-OPTIONAL_KEYS: dict[str, float] = {"mem_passes": 0.0, **dict.fromkeys(KIND_EFFICIENCY_PARAMS, 1.0)}
-#: Parameters that must be > 0 (the rest: wu_passes, optimizer_states >= 0, efficiency in (0, 1]).
+OPTIONAL_KEYS: dict[str, float] = {
+    "mem_passes": 0.0,
+    **dict.fromkeys(KIND_EFFICIENCY_PARAMS, 1.0),
+    # data+tensor+pipeline's launch and memory-bound costs (docs/model.md §16)
+    "op_latency_s": 0.0,
+    "eltwise_traffic": 0.0,
+}
+#: Parameters that must be > 0 (the rest: wu_passes, optimizer_states, mem_passes,
+#: op_latency_s, eltwise_traffic >= 0; efficiency in (0, 1]).
 POSITIVE = {
     "gpu_flops",
     "gpu_mem_bytes",
@@ -63,6 +70,7 @@ PLAUSIBLE: dict[str, tuple[float, float, str]] = {
     "inter_bandwidth_Bps": (1e6, math.inf, "B/s"),
     "intra_alpha_s": (0.0, 1.0, "s"),
     "inter_alpha_s": (0.0, 1.0, "s"),
+    "op_latency_s": (0.0, 0.01, "s"),
 }
 
 
@@ -114,7 +122,10 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
     value = float(value)
     if name in POSITIVE and value <= 0:
         raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
-    if name in ("wu_passes", "optimizer_states", "mem_passes") and value < 0:
+    if (
+        name in ("wu_passes", "optimizer_states", "mem_passes", "op_latency_s", "eltwise_traffic")
+        and value < 0
+    ):
         raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
     if (name == "efficiency" or name in KIND_EFFICIENCY_PARAMS) and not 0 < value <= 1:
         raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
@@ -191,6 +202,8 @@ class MachineProfile:
         return Machine(
             **p,
             mem_passes=np.asarray(optional["mem_passes"], dtype=dtype),
+            op_latency_s=np.asarray(optional["op_latency_s"], dtype=dtype),
+            eltwise_traffic=np.asarray(optional["eltwise_traffic"], dtype=dtype),
             kind_efficiency=np.asarray([optional[k] for k in KIND_EFFICIENCY_PARAMS], dtype=dtype),
             inter_span_nodes=np.asarray(self.inter_span_nodes, dtype=dtype),
             inter_alpha_s=np.asarray(self.inter_alpha_s, dtype=dtype),

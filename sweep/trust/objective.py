@@ -66,6 +66,8 @@ PRIOR_WIDTHS: dict[str, float] = {
     "efficiency": 0.5,
     "bytes_per_element": 0.1,
     "wu_passes": 0.3,
+    # the CPU-side cost of one framework op, 5-25 us by the source the a100-ib800 profile cites
+    "op_latency_s": 1.0,
     # a collective kind's effective bandwidth against the network's (every strategy)
     "collective": 1.0,
     # how fast the framework computes one model against its profiled per-sample time

@@ -85,9 +85,12 @@ def parameter_groups(
     """Parameter names per group (see the module docstring) for these runs; ``extra`` adds groups."""
     strategies = [s for s in STRATEGIES if any(r.strategy == s for r in meas.runs)]
     models = list(dict.fromkeys(meas.bound(r).model.name for r in meas.runs))
+    # a cost per operation launched (docs/model.md §16), where the machine has one: its prior is
+    # log-normal around the profile's value, so a profile without one leaves it out
+    launches = any(meas.bound(r).profile.value("op_latency_s") > 0 for r in meas.runs)
     out = {
         "models": [f"model.{m}.compute" for m in models],
-        "compute": ["gpu_flops"],
+        "compute": ["gpu_flops", *(["op_latency_s"] if launches else [])],
         "network": ["inter_bandwidth_Bps", "inter_alpha_s", "intra_bandwidth_Bps", "intra_alpha_s"],
         "collectives": [f"collective.{t}" for t in COMM_TERMS],
         "factors": [f"overheads.{s}.{t}" for s in strategies for t in ("compute", "comm")],

@@ -91,6 +91,8 @@ def test_abci_matches_spec_section_3():
         **{f"efficiency_{kind}": 1.0 for kind in KINDS},  # and no per-kind efficiency
         "intra_alpha_s": 9.0e-6,
         "intra_bandwidth_Bps": 50e9,
+        "op_latency_s": 0.0,  # data+tensor+pipeline's launch cost, docs/model.md §16: unset, 0
+        "eltwise_traffic": 0.0,  # and its memory-bound traffic: unset, 0
     }
     assert profile.inter_span_nodes == (17.0, 34.0, math.inf)
     assert profile.inter_alpha_s == (40.31e-6, 40.49e-6, 40.98e-6)

@@ -118,6 +118,60 @@ def test_recompute_adds_forward_work():
     assert float(deep[2].mem_bytes) < float(deep[1].mem_bytes) < float(deep[0].mem_bytes)
 
 
+def test_op_latency_per_micro_batch():
+    """op_latency_s (docs/model.md §16): I (S + pp - 1) ops lambda on the compute. Operations per
+    micro-batch (transformer.OPS_PER_KIND, forward + backward): embed 4 + 3, attention 5 + 7, the
+    other 11 layers (ln1, qkv, proj, add1, ln2, up, gelu, down, add2, ln_f, out) 1 + 2 each:
+    7 + 12 + 33 = 52. Selective recomputes the attention's 5 forward ops: 57; full every layer's
+    forward again, 4 + 5 + 11 = 20 more: 72. With pp = 2 the busier stage is embed..up:
+    7 + 3 + 3 + 12 + 3 + 3 + 3 + 3 = 37."""
+    lam = machine(op_latency_s=1e-3)
+    for r, ops in ((0, 52), (1, 57), (2, 72)):
+        base = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r))
+        c = TENSOR(tiny(), lam, cfg(4, 4, 2, tp=2, recompute=r))
+        # I = 2, S + pp - 1 = 2
+        assert float(c.t_comp_s) - float(base.t_comp_s) == pytest.approx(2 * 2 * ops * 1e-3, rel=1e-12)
+        assert float(c.t_allreduce_s) == float(base.t_allreduce_s)
+    # the worked example's 15.152 s plus 2 * 2 * 52 ms
+    assert float(TENSOR(tiny(), lam, cfg(4, 4, 2, tp=2)).t_comp_s) == pytest.approx(15.36, rel=1e-12)
+    # pp = 2, S = 2: I = 2, S + pp - 1 = 3: 2 * 3 * 37 ms on top of 23.328 + 0.736
+    c = TENSOR(tiny(), lam, cfg(4, 4, 2, pp=2))
+    assert float(c.t_comp_s) == pytest.approx(24.064 + 0.222, rel=1e-12)
+
+
+def test_memory_bound_traffic():
+    """eltwise_traffic (docs/model.md §16): the memory-bound kernels' activation traffic at the
+    memory bandwidth. Forward elements per sample (x + y; attention + 6 passes over its a s^2 = 8
+    scores), GEMMs none: embed 2 + 8, ln1 8 + 8, attention 24 + 8 + 48, add1 8 + 8, ln2 8 + 8,
+    gelu 32 + 32, add2 8 + 8, ln_f 8 + 8: 234, of which attention 80 and gelu 64 split over tp.
+    Forward once, backward twice: 702 - 432 z; selective: + 80 - 80 z; full: 936 - 576 z.
+    tp = 2 (z = 1/2), pp = 1, S = 2: D/dp (S+pp-1)/S delta traffic / bw = 8 * 1 * 2 * traffic / 1000."""
+    on = machine(eltwise_traffic=1.0)
+    for r, traffic in ((0, 702 - 216), (1, 782 - 256), (2, 936 - 288)):
+        base = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r))
+        c = TENSOR(tiny(), on, cfg(4, 4, 2, tp=2, recompute=r))
+        assert float(c.t_comp_s) - float(base.t_comp_s) == pytest.approx(16 * traffic / 1e3, rel=1e-12)
+
+
+def test_groups_crossing_nodes_share_every_nic():
+    """A ring leaving a node runs over all its NICs, shared by the groups crossing at once
+    (docs/model.md §16). Nodes of 2 GPUs with 2 NICs of 1,000 B/s, links of 1 ms."""
+    two = machine(gpus_per_node=2.0, nics_per_node=2.0)
+    # tp = pp = 1, p = 4: one dp ring over 2 nodes, alone on each node's 2 NICs (2,000 B/s);
+    # B = 16, I = 1; ring of 4 over 2 * 256 bytes: 2(4-1)(1e-3 + 512/4 / 2000) = 0.39
+    c = TENSOR(tiny(), two, cfg(4, 4, 1))
+    assert float(c.t_allreduce_s) == pytest.approx(0.39, rel=1e-12)
+    # tp = 2, dp = 2: the two dp rings of a node share its 2 NICs, 1,000 B/s each: the worked
+    # example's 2 * (2 * 0.204 + 0.282), as on one NIC per ring
+    c = TENSOR(tiny(), two, cfg(4, 4, 2, tp=2))
+    assert float(c.t_allreduce_s) == pytest.approx(2 * (2 * 0.204 + 0.282), rel=1e-12)
+    # tp = 2 over nodes of one GPU with 2 NICs: the tp ring alone on them, 2,000 B/s: each of 6
+    # allreduces per micro-batch 2(2-1)(1e-3 + 2*2*8/2 / 2000) = 0.018; dp = 1, B = 4, I = 4;
+    # 4 * (S + pp - 1 = 2) * 6 * 0.018
+    c = TENSOR(tiny(), machine(gpus_per_node=1.0, nics_per_node=2.0), cfg(2, 4, 2, tp=2))
+    assert float(c.t_allreduce_s) == pytest.approx(4 * 2 * 6 * 0.018, rel=1e-12)
+
+
 GPT = kernels.build_net(to_arrays(gpt("g", 4, 64, 4, 32, vocab=100)), 10_000)
 CNN_SHAPES = st.sampled_from(["gpt", "cnn"])
 
