@@ -18,7 +18,7 @@ from sweep.output import store
 MACHINE_PARAMS = SCALAR_PARAMS
 #: Columns shown on the terminal when none are asked for, in this order, where present.
 DISPLAY_FIRST = ("model", "machine", "strategy", "p", "p1", "p2", "b", "global_batch", "S")
-DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit_reason", "rank")
+DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit_reason", "rank", "tied")
 
 
 def display_columns(table: pa.Table, extra: Sequence[str] = ()) -> list[str]:

@@ -64,6 +64,9 @@ META_KEY = b"paradl_sweep"
 FIELD_COLUMNS = {"B": "global_batch", "limit": "limit_reason"}
 #: The column of a configuration's limit reason, null where it has none.
 LIMIT_REASON = FIELD_COLUMNS["limit"]
+#: The column of a Pareto front of distinct optima: how many configurations of the grid
+#: share the row's objective vector (the row is the one of least grid index among them).
+TIED = "tied"
 
 
 def column_name(field: str) -> str:
@@ -217,6 +220,8 @@ class Schema:
     Configuration columns are int32 (the device computes them in int32);
     swept machine parameters are float64, mapped from their axis digit to
     the exact value in the spec; results are float32 (float64 with ``--x64``).
+    A Pareto front of distinct optima (``--keep pareto:COLS``) ends with
+    :data:`TIED`, int64: how many configurations each row stands for.
     """
 
     models: list[str]
@@ -228,6 +233,7 @@ class Schema:
     metadata: dict[str, str] = field(default_factory=dict)
     columns: tuple[str, ...] | None = None  # subset to write, None = all
     axis_values: dict[str, np.ndarray] = field(default_factory=dict)  # machine axes: digit -> value
+    tied: bool = False  # a TIED column last
 
     def arrow(self) -> pa.Schema:
         fields = [
@@ -239,6 +245,8 @@ class Schema:
         fields.extend(pa.field(name, self.float_type) for name in self.float_columns)
         fields.append(pa.field("feasible", pa.bool_()))
         fields.append(pa.field(LIMIT_REASON, pa.dictionary(pa.int8(), pa.string())))
+        if self.tied:
+            fields.append(pa.field(TIED, pa.int64()))
         schema = pa.schema(fields)
         if self.columns is not None:
             schema = pa.schema([schema.field(c) for c in self.columns])
@@ -253,6 +261,7 @@ class Schema:
             *self.float_columns,
             "feasible",
             LIMIT_REASON,
+            *([TIED] if self.tied else []),
         ]
 
     def statistics_columns(self) -> list[str]:
@@ -273,8 +282,10 @@ class Schema:
         ints: np.ndarray,
         floats: np.ndarray,
         limit: np.ndarray,
+        tied: np.ndarray | None = None,
     ) -> pa.Table:
-        """A table from a chunk's ``ints [Fi, n]``, ``floats [Ff, n]`` and limit codes ``[n]``.
+        """A table from a chunk's ``ints [Fi, n]``, ``floats [Ff, n]`` and limit codes ``[n]``
+        (and, with :attr:`tied`, each row's count ``tied [n]``; None: one each).
 
         ``labels`` is one (model, machine, strategy) for every row, an
         ``[n, 3]`` array of them, or an ``[n, 3]`` integer array of their
@@ -308,6 +319,10 @@ class Schema:
             arrays["feasible"] = pa.array(limit == 0)
         if LIMIT_REASON in wanted:
             arrays[LIMIT_REASON] = limit_reasons(limit)
+        if self.tied and TIED in wanted:
+            arrays[TIED] = pa.array(
+                np.ones(n, np.int64) if tied is None else tied.astype(np.int64, copy=False)
+            )
         schema = self.arrow()
         return pa.table([arrays[f.name] for f in schema], schema=schema)
 
@@ -323,6 +338,7 @@ class Schema:
             "metadata": self.metadata,
             "columns": list(self.columns) if self.columns is not None else None,
             "axis_values": {k: [float(x) for x in v] for k, v in self.axis_values.items()},
+            "tied": self.tied,
         }
 
     @classmethod
@@ -337,6 +353,7 @@ class Schema:
             metadata=doc["metadata"],
             columns=tuple(doc["columns"]) if doc["columns"] is not None else None,
             axis_values={k: np.asarray(v, dtype=np.float64) for k, v in doc["axis_values"].items()},
+            tied=bool(doc.get("tied", False)),
         )
 
 
