@@ -235,6 +235,11 @@ class Schema:
     axis_values: dict[str, np.ndarray] = field(default_factory=dict)  # machine axes: digit -> value
     tied: bool = False  # a TIED column last
 
+    @property
+    def float_dtype(self) -> np.dtype:
+        """The numpy type of the result columns (``to_pandas_dtype`` would import pandas)."""
+        return np.dtype(np.float64 if self.float_type == pa.float64() else np.float32)
+
     def arrow(self) -> pa.Schema:
         fields = [
             pa.field(name, pa.dictionary(pa.int32(), pa.string()))
@@ -311,7 +316,7 @@ class Schema:
             if name in wanted:
                 col = ints[i]
                 arrays[name] = pa.array(self.axis_values[name][col] if name in self.axis_values else col)
-        ftype = self.float_type.to_pandas_dtype()
+        ftype = self.float_dtype
         for i, name in enumerate(self.float_columns):
             if name in wanted:
                 arrays[name] = pa.array(floats[i].astype(ftype, copy=False))

@@ -219,7 +219,7 @@ class Reducer:
         self.schema = schema
         self.ni = len(schema.int_columns)
         self.names = (*schema.int_columns, *schema.float_columns)
-        self.float_dtype = np.dtype(schema.float_type.to_pandas_dtype())
+        self.float_dtype = schema.float_dtype
         # where each objective is: (0, row of ints) or (1, row of floats)
         self.objectives = [self._at(c) for c in keep.columns]
         # a swept machine parameter is held as its axis digit: objective k's values by digit
