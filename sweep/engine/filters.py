@@ -176,9 +176,9 @@ def pareto_2d(o1, o2, ok, materialise: bool = True, known=None, runs: bool = Fal
     :func:`known_front`): they join the references (:func:`_with_known`), so a row one
     of them dominates is dropped too.
 
-    With ``runs``, returns ``(mask, follows)``: ``follows`` marks the candidates equal in
+    With ``runs``, returns ``(mask, follows, a, b)``: ``follows`` marks the candidates equal in
     both objectives to the candidate just before them (:func:`run_counts`), read from the
-    materialised rows.
+    materialised rows ``a`` and ``b`` (the objectives as compared; see :func:`follows_candidate`).
     """
     n = o1.shape[0]
     if materialise:
@@ -199,7 +199,7 @@ def pareto_2d(o1, o2, ok, materialise: bool = True, known=None, runs: bool = Fal
     if not runs:
         return mask
     b = _second(x, o2)  # x is NaN for a row always kept: it follows none
-    return mask, follows_previous(mask, [x, b])
+    return mask, follows_previous(mask, [x, b]), x, b
 
 
 def follows_previous(mask, objectives):
@@ -209,6 +209,22 @@ def follows_previous(mask, objectives):
     for o in objectives:
         same &= o[1:] == o[:-1]
     return jnp.concatenate([jnp.zeros(1, bool), same])
+
+
+def follows_candidate(mask, objectives):
+    """Entries of ``mask`` equal in ``objectives`` to the previous entry in ``mask``, across
+    the entries between them that are not (:func:`follows_previous` with gaps: infeasible
+    rows split runs of ties over memory sizes). A running maximum and a gather per
+    objective over the chunk, so taken only when the runs without gaps overflow."""
+    n = mask.shape[0]
+    pos = jnp.arange(n, dtype=jnp.int32)
+    last = jax.lax.cummax(jnp.where(mask, pos, -1))  # the last candidate at or before each entry
+    prev = jnp.concatenate([jnp.full(1, -1, jnp.int32), last[:-1]])
+    at = jnp.maximum(prev, 0)
+    same = mask & (prev >= 0)
+    for o in objectives:
+        same &= o[at] == o
+    return same
 
 
 def run_counts(follows, idx, count):

@@ -39,6 +39,7 @@ from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, point_fn
 from sweep.engine.filters import (
     compact_indices,
     floor_div,
+    follows_candidate,
     follows_previous,
     known_front,
     pareto_2d,
@@ -100,6 +101,7 @@ class ChunkOut(NamedTuple):
 pareto_2d_jit = jax.jit(pareto_2d, static_argnums=(3, 5))
 pareto_kd_jit = jax.jit(pareto_kd)
 follows_previous_jit = jax.jit(follows_previous)
+follows_candidate_jit = jax.jit(follows_candidate)
 run_counts_jit = jax.jit(run_counts)
 top_k_candidates_jit = jax.jit(top_k_candidates, static_argnums=(2, 3))
 compact_indices_jit = jax.jit(compact_indices, static_argnums=(1, 2))
@@ -322,13 +324,14 @@ def _candidates(job: Job, keep: Keep, dtype, compact: int, floats, ints, limit, 
         else:
             found = pareto_kd_jit(tuple(objective), ok)
             if keep.distinct:
-                found = (found, follows_previous_jit(found, objective))
+                found = (found, follows_previous_jit(found, objective), *objective)
         # more than fit are read from ``mask`` (:func:`survivors`), and not compacted unless
         # they lie in few blocks (a prefix sum and a scatter over the chunk cost more than
         # the rest of a tied chunk)
         if keep.distinct:  # the first of each run of tied candidates, and the run's length
-            mask, follows = found
+            mask, follows, *compared = found
             count, idx = compact_indices_jit(mask & ~follows, compact)
+            follows, count, idx = _runs(follows, count, idx, mask, compared, compact)
             tied = run_counts_jit(follows, idx, count)
         else:
             mask = found
@@ -349,6 +352,18 @@ def _candidates(job: Job, keep: Keep, dtype, compact: int, floats, ints, limit, 
         count,
         tied,
     )
+
+
+def _runs(follows, count, idx, mask, compared, compact: int):
+    """``(follows, count, idx)`` of the runs of tied candidates: of neighbouring points, or,
+    when their heads overflow the block, of neighbouring candidates across the points between
+    them (:func:`sweep.engine.filters.follows_candidate`)."""
+
+    def across(_):
+        wide = follows_candidate_jit(mask, compared)
+        return (wide, *compact_indices_jit(mask & ~wide, compact))
+
+    return jax.lax.cond(count > compact, across, lambda _: (follows, count, idx), None)
 
 
 def build_points_fn(job: Job, dtype) -> Any:
