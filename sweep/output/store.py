@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from kernels.names import LIMITS
 from sweep.errors import InputError
+from sweep.output import arrays
 from sweep.output.manifest import Manifest
 
 MANIFEST = "_manifest.parquet"
@@ -77,13 +78,6 @@ def column_name(field: str) -> str:
 def limit_reason(code: int) -> str | None:
     """The ``limit_reason`` value of a :data:`kernels.LIMITS` code: None for a feasible one (0)."""
     return LIMITS[code] or None
-
-
-def limit_reasons(codes: np.ndarray) -> pa.DictionaryArray:
-    """The ``limit_reason`` column of :data:`kernels.LIMITS` codes: null where feasible (0)."""
-    codes = np.asarray(codes)
-    indices = pa.array(codes.astype(np.int8) - 1, pa.int8(), mask=codes == 0)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(list(LIMITS[1:])))
 
 
 def versions() -> dict[str, str]:
@@ -298,7 +292,7 @@ class Schema:
         """
         n = len(limit)
         wanted = set(self.all_names() if self.columns is None else self.columns)
-        arrays: dict[str, pa.Array] = {}
+        columns: dict[str, pa.Array] = {}
         rows = labels if isinstance(labels, np.ndarray) and labels.ndim == 2 else None
         for j, (name, names) in enumerate(
             (("model", self.models), ("machine", self.machines), ("strategy", self.strategies))
@@ -311,25 +305,25 @@ class Schema:
                     codes = np.array([names.index(v) for v in uniq], dtype=np.int32)[inverse.reshape(-1)]
                 else:
                     codes = np.full(n, names.index(labels[j]), dtype=np.int32)
-                arrays[name] = pa.DictionaryArray.from_arrays(codes, pa.array(names))
+                columns[name] = arrays.dictionary(codes, names)
         for i, name in enumerate(self.int_columns):
             if name in wanted:
                 col = ints[i]
-                arrays[name] = pa.array(self.axis_values[name][col] if name in self.axis_values else col)
-        ftype = self.float_dtype
+                if name in self.axis_values:
+                    columns[name] = arrays.numeric(self.axis_values[name][col], pa.float64())
+                else:
+                    columns[name] = arrays.numeric(col, pa.int32())
         for i, name in enumerate(self.float_columns):
             if name in wanted:
-                arrays[name] = pa.array(floats[i].astype(ftype, copy=False))
+                columns[name] = arrays.numeric(floats[i], self.float_type)
         if "feasible" in wanted:
-            arrays["feasible"] = pa.array(limit == 0)
+            columns["feasible"] = arrays.flags(limit == 0)
         if LIMIT_REASON in wanted:
-            arrays[LIMIT_REASON] = limit_reasons(limit)
+            columns[LIMIT_REASON] = arrays.limit_reasons(limit)
         if self.tied and TIED in wanted:
-            arrays[TIED] = pa.array(
-                np.ones(n, np.int64) if tied is None else tied.astype(np.int64, copy=False)
-            )
+            columns[TIED] = arrays.numeric(np.ones(n, np.int64) if tied is None else tied, pa.int64())
         schema = self.arrow()
-        return pa.table([arrays[f.name] for f in schema], schema=schema)
+        return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
     def to_json(self) -> dict:
         """Everything needed to rebuild the schema (``sweep merge`` writes tables from it)."""
