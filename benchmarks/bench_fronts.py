@@ -126,7 +126,7 @@ def marginal(tmp: Path, runs: int) -> None:
 
     counts = {
         "pyarrow": ds.dataset(folder, format="parquet").count_rows(),
-        "duckdb": duckdb.sql(f"select count(*) from read_parquet('{folder}/*.parquet')").fetchone()[0],  # type: ignore[index]
+        "duckdb": duckdb.sql(f"select count(*) from read_parquet('{folder}/*.parquet')").fetchall()[0][0],
         "polars": pl.scan_parquet(f"{folder}/*.parquet").select(pl.len()).collect().item(),
     }
     assert set(counts.values()) == {10_000_000}, counts
