@@ -8,6 +8,7 @@ and are shared by the tests that only read their output.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,6 +117,21 @@ def assert_same_rows(got: list[dict], want: list[dict], key=GRID_KEY) -> None:
                 assert v == pytest.approx(twin[c], rel=1e-6, abs=1e-30), c
             else:
                 assert v == twin[c], c
+
+
+def distinct_front(front: list[dict], names) -> list[dict]:
+    """What ``--keep pareto`` keeps of the rows ``front`` of an exact front, in grid order: the
+    first row of each distinct vector of the ``names`` columns, with a ``tied`` count of the
+    rows that share it."""
+    counts = collections.Counter(tuple(r[c] for c in names) for r in front)
+    seen: set[tuple] = set()
+    out = []
+    for r in front:
+        vector = tuple(r[c] for c in names)
+        if vector not in seen:
+            seen.add(vector)
+            out.append({**r, store.TIED: counts[vector]})
+    return out
 
 
 def run_spec(tmp: Path, name: str, text: str, *options) -> Run:

@@ -11,8 +11,12 @@ the few surviving rows, from the row groups that hold them only.
 
 **Pareto** (all objectives minimised; ``maximize`` columns are negated):
 row j dominates row i when it is <= in every objective and < in at least
-one. Rows equal in every objective do not dominate each other, so ties and
-duplicates on the front all stay. Rows with a NaN or null objective never
+one. Rows equal in every objective do not dominate each other: the answer keeps
+one row per distinct objective vector of the front, the earliest in the dataset
+(a run writes rows in grid order, so the least grid index), and a ``tied`` column
+counting the rows it stands for (the sum of the data's own ``tied`` where it has
+one, a front written by ``--keep pareto``); ``all=True`` keeps every tied row
+instead, as they are. Rows with a NaN or null objective never
 enter a front. Each batch is first screened against the running front
 (:func:`sweep.reduce.pareto.dominated_by`: a staircase lookup for two objectives),
 and the survivors are merged with it exactly (:func:`sweep.reduce.pareto.pareto_mask`,
@@ -49,13 +53,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from sweep.answers.scan import RowGroup, ScanStats, fetch, group_codes, row_groups, scan, values
+from sweep.answers.scan import RowGroup, ScanStats, fetch, group_codes, row_groups, scan, tied_counts, values
 from sweep.answers.tables import display_columns, format_table, write_table
 from sweep.answers.where import Filter, combine, parse_where
 from sweep.errors import InputError
 from sweep.output import store
 from sweep.output.manifest import Manifest
-from sweep.reduce.pareto import dominated_by, numbers, pareto_mask, top_k_order
+from sweep.reduce.pareto import distinct_optima, dominated_by, numbers, pareto_mask, top_k_order
 
 __all__ = [
     "BATCH_ROWS", "IDENTITY", "ScanStats", "Source", "Sweep", "as_sweep", "best", "display_columns",
@@ -224,6 +228,7 @@ class _State:
     vals: np.ndarray
     rows: np.ndarray
     carry: pa.Table | None = None
+    tied: np.ndarray | None = None  # a front of distinct optima: the rows each row stands for
 
 
 @dataclass
@@ -232,9 +237,10 @@ class _Reducer:
 
     screen: Callable[[_State, np.ndarray], np.ndarray]  # candidates worth merging
     select: Callable[[np.ndarray, np.ndarray], np.ndarray]  # indices kept from (vals, rows)
+    distinct: bool = False  # one row per distinct vector kept, with tied counts
 
 
-def _pareto_reducer(k: int) -> _Reducer:
+def _pareto_reducer(k: int, distinct: bool) -> _Reducer:
     def screen(state: _State, vals: np.ndarray) -> np.ndarray:
         ok = numbers(vals)
         if len(state.rows):
@@ -254,7 +260,7 @@ def _pareto_reducer(k: int) -> _Reducer:
         mask = pareto_mask(vals)
         return np.flatnonzero(mask)
 
-    return _Reducer(screen, select)
+    return _Reducer(screen, select, distinct)
 
 
 def _top_reducer(k: int) -> _Reducer:
@@ -291,13 +297,15 @@ def _reduce(
     batch_rows: int,
 ) -> tuple[dict[tuple, _State], list[RowGroup]]:
     """Pass 1: the running answer per group, carrying the requested columns already read."""
-    read = list(dict.fromkeys([*value_cols, *per]))
-    carry_cols = [c for c in out_cols if c in read]
+    counted = reducer.distinct and store.TIED in sw.schema.names  # the data's own counts
+    read = list(dict.fromkeys([*value_cols, *per, *([store.TIED] if counted else [])]))
+    carry_cols = [c for c in out_cols if c in read and not (reducer.distinct and c == store.TIED)]
     groups = row_groups(sw.dataset, expr, stats)
     states: dict[tuple, _State] = {}
     k = len(value_cols)
     for batch, rows in scan(sw.dataset, groups, read, expr, stats, batch_rows):
         vals = values(batch, value_cols, signs)
+        tied = tied_counts(batch, counted)
         codes, keys = group_codes(batch, per)
         if len(keys) == 1:
             parts: list[tuple[tuple, np.ndarray | None]] = [(keys[0], None)]
@@ -309,6 +317,7 @@ def _reduce(
             state = states.get(key)
             if state is None:
                 state = states[key] = _State(np.empty((0, k)), np.empty(0, dtype=np.int64))
+                state.tied = np.empty(0, dtype=np.int64)
             if idx is None:  # one group: no copies
                 cand = np.flatnonzero(reducer.screen(state, vals))
             else:
@@ -322,6 +331,10 @@ def _reduce(
                 picked = pa.Table.from_batches([batch.select(carry_cols).take(pa.array(cand))])
                 new_carry = _concat(state.carry, picked)
             keep = reducer.select(new_vals, new_rows)
+            if reducer.distinct:
+                new_tied = np.concatenate([state.tied, tied[cand]])[keep]  # type: ignore[list-item]
+                firsts, state.tied = distinct_optima(new_vals[keep], new_rows[keep], new_tied)
+                keep = keep[firsts]
             state.vals, state.rows = new_vals[keep], new_rows[keep]
             state.carry = new_carry.take(pa.array(keep)) if new_carry is not None else None
     return states, groups
@@ -337,8 +350,10 @@ def _assemble(
     batch_rows: int,
     rank: bool,
     query: dict,
+    distinct: bool = False,
 ) -> pa.Table:
-    """Rows of every group's answer, sorted by group, then value, then position."""
+    """Rows of every group's answer, sorted by group, then value, then position; with
+    ``distinct``, the ``tied`` counts of the states in place of the data's (last if it has none)."""
     keys = sorted(states, key=lambda key: tuple((v is None, v) for v in key))
     vals_l, rows_l, grp_l, carry_l = [], [], [], []
     for g, key in enumerate(keys):
@@ -353,9 +368,18 @@ def _assemble(
     rows = np.concatenate(rows_l) if rows_l else np.empty(0, dtype=np.int64)
     grp = np.concatenate(grp_l) if grp_l else np.empty(0, dtype=np.int64)
     carried = pa.concat_tables(carry_l) if carry_l else None
+    counts = (
+        np.concatenate([states[key].tied for key in keys]) if distinct and keys else np.empty(0, np.int64)
+    )
+    if distinct:
+        out_cols = [*(c for c in out_cols if c != store.TIED), store.TIED]
     # fetch the missing columns in position order, then put everything in answer order
     by_pos = np.argsort(rows, kind="stable")
-    missing = [c for c in out_cols if carried is None or c not in carried.column_names]
+    missing = [
+        c
+        for c in out_cols
+        if (carried is None or c not in carried.column_names) and not (distinct and c == store.TIED)
+    ]
     fetched = fetch(sw.dataset, groups, rows[by_pos], missing, stats, batch_rows)
     sort_vals = np.where(np.isnan(vals), np.inf, vals)
     keys_for_sort = [rows, *[sort_vals[:, j] for j in range(sort_vals.shape[1] - 1, -1, -1)], grp]
@@ -365,6 +389,10 @@ def _assemble(
     arrays = []
     fields = []
     for c in out_cols:
+        if distinct and c == store.TIED:
+            arrays.append(pa.chunked_array([pa.array(counts[order], pa.int64())]))
+            fields.append(pa.field(store.TIED, pa.int64()))
+            continue
         if carried is not None and c in carried.column_names:
             col = carried.column(c).take(pa.array(order))
         else:
@@ -409,7 +437,8 @@ def _run(
     st = stats if stats is not None else ScanStats()
     started = time.perf_counter()
     states, groups = _reduce(sw, value_cols, signs, per, expr, out_cols, reducer, st, batch_rows)
-    table = _assemble(sw, states, groups, per, out_cols, st, batch_rows, rank, {"kind": kind, **query})
+    query = {"kind": kind, **query}
+    table = _assemble(sw, states, groups, per, out_cols, st, batch_rows, rank, query, reducer.distinct)
     st.seconds = time.perf_counter() - started
     sw.last_stats = st
     return table
@@ -426,13 +455,15 @@ def pareto(
     feasible_only: bool = True,
     stats: ScanStats | None = None,
     batch_rows: int = BATCH_ROWS,
+    all: bool = False,
 ) -> pa.Table:
     """The non-dominated rows (one front per model, machine and ``per`` group), exactly; see
     the module docstring.
 
     ``minimize`` and ``maximize`` name numeric columns (at least one in all);
     ``where`` is a ``--where`` text; ``columns`` the output columns (default
-    all). Sorted by group, then the objectives in order (each in its own
+    all). One row per distinct optimum with its ``tied`` count, or with ``all``
+    every tied row. Sorted by group, then the objectives in order (each in its own
     direction), then dataset position. ``stats``, when given, is filled in.
     """
     sw = as_sweep(source)
@@ -446,9 +477,9 @@ def pareto(
         raise InputError("an objective is given twice")
     signs = [1.0] * len(mins) + [-1.0] * len(maxs)
     groups = _grouped(sw, per)
-    query = {"min": mins, "max": maxs, "per": groups, "where": _text(where)}
+    query = {"min": mins, "max": maxs, "per": groups, "where": _text(where), "all": all}
     return _run(
-        "pareto", sw, objs, signs, _pareto_reducer(len(objs)), where, groups, columns,
+        "pareto", sw, objs, signs, _pareto_reducer(len(objs), not all), where, groups, columns,
         feasible_only, stats, batch_rows, False, query,
     )  # fmt: skip
 

@@ -116,6 +116,15 @@ def values(batch: pa.RecordBatch | pa.Table, cols: Sequence[str], signs: Sequenc
     return out
 
 
+def tied_counts(batch: pa.RecordBatch, counted: bool) -> np.ndarray:
+    """The configurations each row of ``batch`` stands for: its ``tied`` column (a front of
+    distinct optima, :data:`sweep.output.store.TIED`) when ``counted``, else one each."""
+    if not counted:
+        return np.ones(batch.num_rows, dtype=np.int64)
+    col = batch.column("tied")
+    return np.asarray(col.fill_null(1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 def group_codes(batch: pa.RecordBatch, per: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:
     """Per-row group code and the group key (tuple of Python values) of each code."""
     n = batch.num_rows

@@ -33,7 +33,7 @@ DISPLAY_FIRST = (
     "recompute",
     "zero",
 )
-DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit_reason", "rank")
+DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit_reason", "rank", "tied")
 
 
 def display_columns(table: pa.Table, extra: Sequence[str] = ()) -> list[str]:

@@ -102,16 +102,18 @@ def _ints(text: str | None, option: str) -> tuple[int, ...] | None:
 @_where_option
 @click.option("--per", metavar="COLS", help="One front per group of these columns, e.g. strategy.")
 @click.option("--all", "include_infeasible", is_flag=True, help="Include infeasible rows.")
+@click.option("--all-ties", is_flag=True, help="Keep every row tied on the front, not one per optimum.")
 @_output_options
 @handle_errors
 @_arrow_errors
-def pareto(source, mins, maxs, where, per, include_infeasible, out, columns, limit) -> None:
+def pareto(source, mins, maxs, where, per, include_infeasible, all_ties, out, columns, limit) -> None:
     """Non-dominated feasible rows (Pareto front), streamed over any size of data.
 
     A row is dominated when another is at least as good in every objective and
-    better in one; rows tied in every objective all stay on the front, rows
-    with a NaN objective never enter it. Exact: a running front per row group,
-    merged (O(n log n) for two objectives).
+    better in one; rows with a NaN objective never enter the front. Rows tied in
+    every objective give one row, the earliest (least grid index), with a
+    'tied' column counting them (--all-ties keeps them all). Exact: a running
+    front per row group, merged (O(n log n) for two objectives).
 
     \b
     Example:
@@ -126,7 +128,7 @@ def pareto(source, mins, maxs, where, per, include_infeasible, out, columns, lim
     mins_l, maxs_l = _names(mins), _names(maxs)
     table = run(
         source, mins_l, maxs_l, where=where, per=_names(per), columns=_names(columns) or None,
-        feasible_only=not include_infeasible, stats=stats,
+        feasible_only=not include_infeasible, stats=stats, all=all_ties,
     )  # fmt: skip
     _emit(table, out, limit, [*mins_l, *maxs_l], stats)
 

@@ -97,7 +97,12 @@ def plan(spec_path) -> None:
 @click.option("--x64", is_flag=True, help="Compute and write in float64 (default float32).")
 @click.option("--only-feasible", is_flag=True, help="Write only feasible rows.")
 @click.option("--columns", help="Comma-separated columns to write (default all).")
-@click.option("--keep", "keep_text", help="In-stream reduction: pareto:COL,COL or top:K:COL.")
+@click.option(
+    "--keep",
+    "keep_text",
+    help="In-stream reduction: pareto:COL,COL (one row per distinct optimum, with a 'tied' count; "
+    "pareto:COL,COL:all keeps every tied row) or top:K:COL.",
+)
 @click.option(
     "--chunk",
     type=int,

@@ -143,7 +143,7 @@ def front_points(r1, r2, k: int):
     return f1, f2, count.astype(jnp.int32)
 
 
-def pareto_2d(o1, o2, ok, materialise: bool = True, known=None):
+def pareto_2d(o1, o2, ok, materialise: bool = True, known=None, runs: bool = False):
     """Candidates for the front of a chunk under two minimised objectives, in O(n).
 
     A superset of the front (:func:`sweep.reduce.pareto.pareto_mask`) of the ``ok``
@@ -175,6 +175,10 @@ def pareto_2d(o1, o2, ok, materialise: bool = True, known=None):
     of rows seen before, outside this chunk (the host's running front, see
     :func:`known_front`): they join the references (:func:`_with_known`), so a row one
     of them dominates is dropped too.
+
+    With ``runs``, returns ``(mask, follows, a, b)``: ``follows`` marks the candidates equal in
+    both objectives to the candidate just before them (:func:`run_counts`), read from the
+    materialised rows ``a`` and ``b`` (the objectives as compared; see :func:`follows_candidate`).
     """
     n = o1.shape[0]
     if materialise:
@@ -191,7 +195,61 @@ def pareto_2d(o1, o2, ok, materialise: bool = True, known=None):
     # a short front (the usual case) compares every row with fewer points
     tier = jnp.where(n_front <= PARETO_SHORT, 0, jnp.where(n_front <= PARETO_FRONT, 1, 2))
     branches = [_by_front(f1, f2, o2, PARETO_SHORT), _by_front(f1, f2, o2, PARETO_FRONT), by_buckets]
-    return jax.lax.switch(tier, branches, x)
+    mask = jax.lax.switch(tier, branches, x)
+    if not runs:
+        return mask
+    b = _second(x, o2)  # x is NaN for a row always kept: it follows none
+    return mask, follows_previous(mask, [x, b]), x, b
+
+
+def follows_previous(mask, objectives):
+    """Entries of ``mask`` whose previous entry is in ``mask`` too with equal ``objectives``
+    (a list of arrays; NaN equals nothing): the rest of a run of tied candidates."""
+    same = mask[1:] & mask[:-1]
+    for o in objectives:
+        same &= o[1:] == o[:-1]
+    return jnp.concatenate([jnp.zeros(1, bool), same])
+
+
+def follows_candidate(mask, objectives):
+    """Entries of ``mask`` equal in ``objectives`` to the previous entry in ``mask``, across
+    the entries between them that are not (:func:`follows_previous` with gaps: infeasible
+    rows split runs of ties over memory sizes). A running maximum and a gather per
+    objective over the chunk, so taken only when the runs without gaps overflow."""
+    n = mask.shape[0]
+    pos = jnp.arange(n, dtype=jnp.int32)
+    last = jax.lax.cummax(jnp.where(mask, pos, -1))  # the last candidate at or before each entry
+    prev = jnp.concatenate([jnp.full(1, -1, jnp.int32), last[:-1]])
+    at = jnp.maximum(prev, 0)
+    same = mask & (prev >= 0)
+    for o in objectives:
+        same &= o[at] == o
+    return same
+
+
+def run_counts(follows, idx, count):
+    """How many candidates each of the run heads ``idx`` stands for: itself and the
+    ``follows`` entries up to the next head (``count`` heads in all, the rest padding).
+
+    Tied candidates lie in runs of neighbouring points (the inner axes of a chunk are
+    often parameters its strategy does not depend on): a chunk hands over the first
+    point of each run and the run's length, so a front of tied configurations reaches the
+    host as its distinct optima. Every follower lies between its head and the next head,
+    so a head's count is 1 + the followers before the next head: a difference of the
+    prefix sum of ``follows``, computed only where some entry follows.
+    """
+
+    def counted(_):
+        before = jnp.cumsum(follows, dtype=jnp.int32)
+        at = before[idx]
+        j = jnp.arange(idx.shape[0])
+        later = jnp.where(j + 1 < count, jnp.roll(at, -1), before[-1])
+        return 1 + later - at
+
+    def single(_):  # of idx: under shard_map both branches must vary over the devices alike
+        return jnp.ones(idx.shape, jnp.int32) + idx * 0
+
+    return jax.lax.cond(jnp.any(follows), counted, single, None)
 
 
 def _competing(o1, o2, ok):

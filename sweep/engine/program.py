@@ -39,9 +39,12 @@ from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, point_fn
 from sweep.engine.filters import (
     compact_indices,
     floor_div,
+    follows_candidate,
+    follows_previous,
     known_front,
     pareto_2d,
     pareto_kd,
+    run_counts,
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
@@ -91,12 +94,17 @@ class ChunkOut(NamedTuple):
     c_limit: Any = None
     sel: Any = None
     count: Any = None
+    # a front of distinct optima: how many tied candidates each compacted one stands for
+    tied: Any = None
 
 
 # The reductions jitted on their own: traced and lowered once per chunk width and
 # reused by every job of a run (tracing them is a large part of a warm start).
-pareto_2d_jit = jax.jit(pareto_2d, static_argnums=3)
+pareto_2d_jit = jax.jit(pareto_2d, static_argnums=(3, 5))
 pareto_kd_jit = jax.jit(pareto_kd)
+follows_previous_jit = jax.jit(follows_previous)
+follows_candidate_jit = jax.jit(follows_candidate)
+run_counts_jit = jax.jit(run_counts)
 top_k_candidates_jit = jax.jit(top_k_candidates, static_argnums=(2, 3))
 compact_indices_jit = jax.jit(compact_indices, static_argnums=(1, 2))
 
@@ -191,7 +199,9 @@ def _shard_over(run: Callable, per: int, keep: Keep, mesh) -> Callable:
 
     cols, rows = P(None, AXIS), P(AXIS)  # [columns, points] blocks side by side; [points]
     if keep.reduces:
-        specs = ChunkOut(None, None, None, rows, rows, cols, cols, rows, rows, rows)
+        specs = ChunkOut(
+            None, None, None, rows, rows, cols, cols, rows, rows, rows, rows if keep.distinct else None
+        )
     else:
         specs = ChunkOut(cols, cols, rows, rows, rows)
     return jax.shard_map(part, mesh=mesh, in_specs=P(), out_specs=specs)
@@ -311,23 +321,57 @@ def _candidates(job: Job, keep: Keep, dtype, compact: int, floats, ints, limit, 
     objective = [
         jnp.asarray(ranks[c], dtype)[flat[c]] if c in ranks else flat[c].astype(dtype) for c in keep.columns
     ]
+    tied = None
     if keep.kind == "pareto":
         # candidates on the device, a superset of the front; the host's reduction is exact
         if len(objective) == 2:
             # a configuration column (p) is cheap to read again; a result column is not
-            mask = pareto_2d_jit(objective[0], objective[1], ok, keep.columns[1] not in icols, known)
+            found = pareto_2d_jit(
+                objective[0], objective[1], ok, keep.columns[1] not in icols, known, keep.distinct
+            )
         else:
-            mask = pareto_kd_jit(tuple(objective), ok)
+            found = pareto_kd_jit(tuple(objective), ok)
+            if keep.distinct:
+                found = (found, follows_previous_jit(found, objective), *objective)
         # more than fit are read from ``mask`` (:func:`survivors`), and not compacted unless
         # they lie in few blocks (a prefix sum and a scatter over the chunk cost more than
         # the rest of a tied chunk)
-        count, idx = compact_indices_jit(mask, compact)
+        if keep.distinct:  # the first of each run of tied candidates, and the run's length
+            mask, follows, *compared = found
+            count, idx = compact_indices_jit(mask & ~follows, compact)
+            follows, count, idx = _runs(follows, count, idx, mask, compared, compact)
+            tied = run_counts_jit(follows, idx, count)
+        else:
+            mask = found
+            count, idx = compact_indices_jit(mask, compact)
     else:
         mask, count, idx = top_k_candidates_jit(objective[0], ok, keep.k, compact)
     gather = lambda names: jnp.stack([flat[c][idx] for c in names])  # noqa: E731
     return ChunkOut(
-        None, None, None, mask, lead, gather(RESULT_COLUMNS), gather(icols), limit[idx], idx - lead, count
+        None,
+        None,
+        None,
+        mask,
+        lead,
+        gather(RESULT_COLUMNS),
+        gather(icols),
+        limit[idx],
+        idx - lead,
+        count,
+        tied,
     )
+
+
+def _runs(follows, count, idx, mask, compared, compact: int):
+    """``(follows, count, idx)`` of the runs of tied candidates: of neighbouring points, or,
+    when their heads overflow the block, of neighbouring candidates across the points between
+    them (:func:`sweep.engine.filters.follows_candidate`)."""
+
+    def across(_):
+        wide = follows_candidate_jit(mask, compared)
+        return (wide, *compact_indices_jit(mask & ~wide, compact))
+
+    return jax.lax.cond(count > compact, across, lambda _: (follows, count, idx), None)
 
 
 def build_points_fn(job: Job, dtype) -> Any:

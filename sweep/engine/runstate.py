@@ -448,13 +448,15 @@ def run_schema(plan: Plan, opts: RunOptions) -> store.Schema:
         float_type=pa.float64() if opts.x64 else pa.float32(),
         metadata=_metadata(plan, opts),
         axis_values={k: plan.spec.axes[k] for k in job.machine_axes},
+        tied=opts.keep.distinct,
     )
     names = schema.all_names()
     if opts.columns is not None:
         bad = [c for c in opts.columns if c not in names]
         if bad:
             raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
-        schema.columns = tuple(c for c in names if c in opts.columns)
+        # a front of distinct optima always says how many configurations each row stands for
+        schema.columns = tuple(c for c in names if c in opts.columns or c == store.TIED)
     return schema
 
 

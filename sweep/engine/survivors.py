@@ -43,13 +43,14 @@ def survivors(out: ChunkOut, again: Again) -> Survivors:
 
     One device returns one block and a scalar ``count``; ``N`` devices return
     ``N`` blocks side by side and ``count[N]``. A block holds a device's first
-    ``K`` candidates. When a device has more (ties: below 8 GPUs every
-    network setting gives the same time), the candidates are read from
+    ``K`` candidates (a front of distinct optima: the first of each run of tied
+    candidates, and ``tied``, the run's length). When a device has more (ties: below
+    8 GPUs every network setting gives the same time), the candidates are read from
     ``mask`` and ``again`` evaluates every column of each of them.
     """
     counts = np.atleast_1d(np.asarray(out.count)).astype(np.int64)
     width = out.sel.shape[0] // len(counts)
-    if (counts > width).any():
+    if (counts > width).any():  # every candidate, one configuration each
         return again.rows(positions(out, np.flatnonzero(np.asarray(out.mask))))
     cols = np.concatenate([d * width + np.arange(c) for d, c in enumerate(counts)]).astype(np.int64)
     return Survivors(
@@ -57,6 +58,7 @@ def survivors(out: ChunkOut, again: Again) -> Survivors:
         np.asarray(out.c_floats)[:, cols],
         np.asarray(out.c_limit)[cols],
         np.asarray(out.sel)[cols].astype(np.int64),
+        None if out.tied is None else np.asarray(out.tied)[cols].astype(np.int64),
     )
 
 

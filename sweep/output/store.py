@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from kernels.names import LIMITS
 from sweep.errors import InputError
+from sweep.output import arrays
 from sweep.output.manifest import Manifest
 
 MANIFEST = "_manifest.parquet"
@@ -64,6 +65,9 @@ META_KEY = b"paradl_sweep"
 FIELD_COLUMNS = {"B": "global_batch", "limit": "limit_reason"}
 #: The column of a configuration's limit reason, null where it has none.
 LIMIT_REASON = FIELD_COLUMNS["limit"]
+#: The column of a Pareto front of distinct optima: how many configurations of the grid
+#: share the row's objective vector (the row is the one of least grid index among them).
+TIED = "tied"
 
 
 def column_name(field: str) -> str:
@@ -74,13 +78,6 @@ def column_name(field: str) -> str:
 def limit_reason(code: int) -> str | None:
     """The ``limit_reason`` value of a :data:`kernels.LIMITS` code: None for a feasible one (0)."""
     return LIMITS[code] or None
-
-
-def limit_reasons(codes: np.ndarray) -> pa.DictionaryArray:
-    """The ``limit_reason`` column of :data:`kernels.LIMITS` codes: null where feasible (0)."""
-    codes = np.asarray(codes)
-    indices = pa.array(codes.astype(np.int8) - 1, pa.int8(), mask=codes == 0)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(list(LIMITS[1:])))
 
 
 def versions() -> dict[str, str]:
@@ -217,6 +214,8 @@ class Schema:
     Configuration columns are int32 (the device computes them in int32);
     swept machine parameters are float64, mapped from their axis digit to
     the exact value in the spec; results are float32 (float64 with ``--x64``).
+    A Pareto front of distinct optima (``--keep pareto:COLS``) ends with
+    :data:`TIED`, int64: how many configurations each row stands for.
     """
 
     models: list[str]
@@ -228,6 +227,12 @@ class Schema:
     metadata: dict[str, str] = field(default_factory=dict)
     columns: tuple[str, ...] | None = None  # subset to write, None = all
     axis_values: dict[str, np.ndarray] = field(default_factory=dict)  # machine axes: digit -> value
+    tied: bool = False  # a TIED column last
+
+    @property
+    def float_dtype(self) -> np.dtype:
+        """The numpy type of the result columns (``to_pandas_dtype`` would import pandas)."""
+        return np.dtype(np.float64 if self.float_type == pa.float64() else np.float32)
 
     def arrow(self) -> pa.Schema:
         fields = [
@@ -239,6 +244,8 @@ class Schema:
         fields.extend(pa.field(name, self.float_type) for name in self.float_columns)
         fields.append(pa.field("feasible", pa.bool_()))
         fields.append(pa.field(LIMIT_REASON, pa.dictionary(pa.int8(), pa.string())))
+        if self.tied:
+            fields.append(pa.field(TIED, pa.int64()))
         schema = pa.schema(fields)
         if self.columns is not None:
             schema = pa.schema([schema.field(c) for c in self.columns])
@@ -253,6 +260,7 @@ class Schema:
             *self.float_columns,
             "feasible",
             LIMIT_REASON,
+            *([TIED] if self.tied else []),
         ]
 
     def statistics_columns(self) -> list[str]:
@@ -273,8 +281,10 @@ class Schema:
         ints: np.ndarray,
         floats: np.ndarray,
         limit: np.ndarray,
+        tied: np.ndarray | None = None,
     ) -> pa.Table:
-        """A table from a chunk's ``ints [Fi, n]``, ``floats [Ff, n]`` and limit codes ``[n]``.
+        """A table from a chunk's ``ints [Fi, n]``, ``floats [Ff, n]`` and limit codes ``[n]``
+        (and, with :attr:`tied`, each row's count ``tied [n]``; None: one each).
 
         ``labels`` is one (model, machine, strategy) for every row, an
         ``[n, 3]`` array of them, or an ``[n, 3]`` integer array of their
@@ -282,7 +292,7 @@ class Schema:
         """
         n = len(limit)
         wanted = set(self.all_names() if self.columns is None else self.columns)
-        arrays: dict[str, pa.Array] = {}
+        columns: dict[str, pa.Array] = {}
         rows = labels if isinstance(labels, np.ndarray) and labels.ndim == 2 else None
         for j, (name, names) in enumerate(
             (("model", self.models), ("machine", self.machines), ("strategy", self.strategies))
@@ -295,21 +305,25 @@ class Schema:
                     codes = np.array([names.index(v) for v in uniq], dtype=np.int32)[inverse.reshape(-1)]
                 else:
                     codes = np.full(n, names.index(labels[j]), dtype=np.int32)
-                arrays[name] = pa.DictionaryArray.from_arrays(codes, pa.array(names))
+                columns[name] = arrays.dictionary(codes, names)
         for i, name in enumerate(self.int_columns):
             if name in wanted:
                 col = ints[i]
-                arrays[name] = pa.array(self.axis_values[name][col] if name in self.axis_values else col)
-        ftype = self.float_type.to_pandas_dtype()
+                if name in self.axis_values:
+                    columns[name] = arrays.numeric(self.axis_values[name][col], pa.float64())
+                else:
+                    columns[name] = arrays.numeric(col, pa.int32())
         for i, name in enumerate(self.float_columns):
             if name in wanted:
-                arrays[name] = pa.array(floats[i].astype(ftype, copy=False))
+                columns[name] = arrays.numeric(floats[i], self.float_type)
         if "feasible" in wanted:
-            arrays["feasible"] = pa.array(limit == 0)
+            columns["feasible"] = arrays.flags(limit == 0)
         if LIMIT_REASON in wanted:
-            arrays[LIMIT_REASON] = limit_reasons(limit)
+            columns[LIMIT_REASON] = arrays.limit_reasons(limit)
+        if self.tied and TIED in wanted:
+            columns[TIED] = arrays.numeric(np.ones(n, np.int64) if tied is None else tied, pa.int64())
         schema = self.arrow()
-        return pa.table([arrays[f.name] for f in schema], schema=schema)
+        return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
     def to_json(self) -> dict:
         """Everything needed to rebuild the schema (``sweep merge`` writes tables from it)."""
@@ -323,6 +337,7 @@ class Schema:
             "metadata": self.metadata,
             "columns": list(self.columns) if self.columns is not None else None,
             "axis_values": {k: [float(x) for x in v] for k, v in self.axis_values.items()},
+            "tied": self.tied,
         }
 
     @classmethod
@@ -337,6 +352,7 @@ class Schema:
             metadata=doc["metadata"],
             columns=tuple(doc["columns"]) if doc["columns"] is not None else None,
             axis_values={k: np.asarray(v, dtype=np.float64) for k, v in doc["axis_values"].items()},
+            tied=bool(doc.get("tied", False)),
         )
 
 

@@ -96,6 +96,28 @@ def dominated_2(front: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (j >= 0) & ((f2 < b) | ((f2 == b) & (f1 < a)))
 
 
+def distinct_optima(
+    objectives: np.ndarray, key: np.ndarray, tied: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One row per distinct row of ``objectives`` ``[n, k]`` (numeric equality; rows of a front
+    hold no NaN): ``(rows, counts)``, the row of least ``key`` of each group of equal rows, in
+    ascending row order, and the sum of ``tied`` over each group. This is how a front of
+    distinct optima keeps the configuration of least grid index and counts those it stands for.
+    """
+    n = len(objectives)
+    if n < 2:
+        return np.arange(n), np.asarray(tied, np.int64).copy()
+    order = np.lexsort((key, *np.asarray(objectives).T[::-1]))
+    s = objectives[order]
+    head = np.ones(n, dtype=bool)
+    head[1:] = (s[1:] != s[:-1]).any(axis=1)
+    starts = np.flatnonzero(head)
+    counts = np.add.reduceat(np.asarray(tied, np.int64)[order], starts)
+    first = order[starts]
+    arrival = np.argsort(first)
+    return first[arrival], counts[arrival]
+
+
 def pareto_brute(objectives: np.ndarray) -> np.ndarray:
     """O(n^2) reference for :func:`pareto_mask` (tests)."""
     objs = np.asarray(objectives, dtype=np.float64)

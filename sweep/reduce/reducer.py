@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from sweep.output import store
 from sweep.reduce.keep import Keep, Survivors
-from sweep.reduce.pareto import dominated_2, front_2, pareto_mask, top_k_order
+from sweep.reduce.pareto import distinct_optima, dominated_2, front_2, pareto_mask, top_k_order
 
 #: Buffered reduction candidates that trigger a reduction even when few rows are kept.
 REDUCE_ROWS = 1 << 16
@@ -74,8 +74,11 @@ LABELS = ("model", "machine", "strategy")
 BATCH_ROWS = 1 << 18
 
 #: Rows held together: (ints [Fi, n] int32, floats [Ff, n] in the run's float type,
-#: limit [n] int8, ids [n, 2] (job, flat index) int64, label codes [n] int32).
-Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: limit [n] int8, ids [n, 2] (job, flat index) int64, label codes [n] int32, tied [n]
+#: int64: the configurations each row stands for).
+Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: Arrays in a :data:`Block`.
+BLOCK_ARRAYS = 6
 
 
 def identity(ids: np.ndarray) -> np.ndarray:
@@ -84,14 +87,16 @@ def identity(ids: np.ndarray) -> np.ndarray:
 
 
 def _take(block: Block, sel) -> Block:
-    ints, floats, limit, ids, codes = block
-    return ints[:, sel], floats[:, sel], limit[sel], ids[sel], codes[sel]
+    ints, floats, limit, ids, codes, tied = block
+    return ints[:, sel], floats[:, sel], limit[sel], ids[sel], codes[sel], tied[sel]
 
 
 def _concat(blocks: list[Block]) -> Block:
     if len(blocks) == 1:
         return blocks[0]
-    return tuple(np.concatenate([b[i] for b in blocks], axis=1 if i < 2 else 0) for i in range(5))  # type: ignore[return-value]
+    return tuple(  # type: ignore[return-value]
+        np.concatenate([b[i] for b in blocks], axis=1 if i < 2 else 0) for i in range(BLOCK_ARRAYS)
+    )
 
 
 def _split(block: Block, size: int) -> Iterator[Block]:
@@ -214,7 +219,7 @@ class Reducer:
         self.schema = schema
         self.ni = len(schema.int_columns)
         self.names = (*schema.int_columns, *schema.float_columns)
-        self.float_dtype = np.dtype(schema.float_type.to_pandas_dtype())
+        self.float_dtype = schema.float_dtype
         # where each objective is: (0, row of ints) or (1, row of floats)
         self.objectives = [self._at(c) for c in keep.columns]
         # a swept machine parameter is held as its axis digit: objective k's values by digit
@@ -226,7 +231,9 @@ class Reducer:
         self.kept = 0  # rows in memory after the last reduction
         self.pending = 0  # rows added since
         self.label_codes: dict[tuple[str, str, str], int] = {}  # (model, machine, strategy) -> code
-        self.folder = folder if keep.kind == "pareto" else None
+        # a front of distinct optima holds a row per distinct vector, as many as a spilled front
+        # keeps in memory anyway (:attr:`front`): it never spills
+        self.folder = folder if keep.kind == "pareto" and keep.ties else None
         self.prefix = prefix
         self.spills: list[str] = []
         self.spill_first: dict[str, int] = {}  # each spill's least identity
@@ -251,6 +258,7 @@ class Reducer:
             found.limit.astype(np.int8),
             ids,
             np.full(len(index), code, np.int32),
+            np.ones(len(index), np.int64) if found.tied is None else found.tied.astype(np.int64),
         )
         if self.keep.kind == "top":  # a NaN objective never qualifies; the device may pass some on
             kind, row = self.objectives[0]
@@ -312,8 +320,22 @@ class Reducer:
                 parts.append(_take(part, mine))
         self.parts = parts
         self.kept, self.pending = int(kept.sum()), 0
+        if self.keep.distinct:
+            self._collapse()
         if self.folder is not None and spill_due(self.kept):
             self._spill()
+
+    def _collapse(self) -> None:
+        """One row per distinct objective vector of the rows in memory (a front's):
+        :func:`sweep.reduce.pareto.distinct_optima` by :func:`identity`. The rows stay in the
+        order they arrived in."""
+        if not self.parts:
+            return
+        block = _concat(self.parts)
+        rows, tied = distinct_optima(self._objectives(block), identity(block[3]), block[5])
+        if len(rows) < len(block[2]):
+            block = (*_take(block, rows)[:5], tied)  # type: ignore[assignment]
+        self.parts, self.kept = [block], len(rows)
 
     def _merge_2(self) -> np.ndarray:
         """The rows in memory that stay on a front of two objectives (a mask, in order).
@@ -354,6 +376,7 @@ class Reducer:
                 np.zeros(0, np.int8),
                 np.zeros((0, 2), np.int64),
                 np.zeros(0, np.int32),
+                np.zeros(0, np.int64),
             )
         ids = np.concatenate([p[3] for p in self.parts])
         order: np.ndarray | None
@@ -373,7 +396,7 @@ class Reducer:
         columns = [list(c) for c in zip(*parts, strict=True)]
         del parts
         joined = []
-        for i in range(5):
+        for i in range(BLOCK_ARRAYS):
             whole = np.concatenate(columns[i], axis=1 if i < 2 else 0)
             columns[i] = []
             joined.append(whole if order is None else whole[..., order] if i < 2 else whole[order])
@@ -485,7 +508,12 @@ class Reducer:
             )
             lookup[j] = self.label_codes.setdefault(trio, len(self.label_codes))
         limit = batch.column("limit").to_numpy(zero_copy_only=False).astype(np.int8)
-        return ints, floats, limit, ids.astype(np.int64).reshape(n, 2), lookup[inverse.reshape(-1)]
+        tied = (  # state files written before counts were kept hold one configuration a row
+            batch.column(store.TIED).to_numpy(zero_copy_only=False).astype(np.int64)
+            if store.TIED in batch.schema.names
+            else np.ones(n, np.int64)
+        )
+        return ints, floats, limit, ids.astype(np.int64).reshape(n, 2), lookup[inverse.reshape(-1)], tied
 
     def load(self, path: Path) -> None:
         """Add the rows of a state file (a checkpoint, or a shard's result) and reduce."""
@@ -502,7 +530,7 @@ class Reducer:
 
     def tables(self) -> Iterator[pa.Table]:
         """The result as output tables (the schema's columns), in order, block by block."""
-        for ints, floats, limit, _ids, codes in self.blocks():
+        for ints, floats, limit, _ids, codes, tied in self.blocks():
             # label codes -> (model, machine, strategy) positions in the schema's dictionaries
             lookup = np.zeros((max(len(self.label_codes), 1), 3), dtype=np.int32)
             for (model, machine, strategy), code in self.label_codes.items():
@@ -511,7 +539,7 @@ class Reducer:
                     self.schema.machines.index(machine),
                     self.schema.strategies.index(strategy),
                 )
-            yield self.schema.table(lookup[codes], ints, floats, limit)
+            yield self.schema.table(lookup[codes], ints, floats, limit, tied)
 
     def table(self) -> pa.Table:
         """The whole result as one table (small results; :meth:`tables` streams)."""
@@ -528,14 +556,16 @@ class Reducer:
 
     def _state_table(self, block: Block) -> pa.Table:
         """Columns ``v0, v1, ...`` are the values in :attr:`names` order (int32, then the run's
-        float type; state files written before held float64), ``limit``, ``job``, ``index``
-        and the three labels, dictionary-encoded."""
-        ints, floats, limit, ids, codes = block
+        float type; state files written before held float64), ``limit``, ``job``, ``index``,
+        ``tied`` (the configurations each row stands for) and the three labels,
+        dictionary-encoded."""
+        ints, floats, limit, ids, codes, tied = block
         cols: dict[str, Any] = {f"v{i}": ints[i] for i in range(self.ni)}
         cols.update((f"v{self.ni + i}", floats[i]) for i in range(floats.shape[0]))
         cols["limit"] = limit
         cols["job"] = ids[:, 0]
         cols["index"] = ids[:, 1]
+        cols[store.TIED] = tied
         names = self._labels(np.arange(len(self.label_codes), dtype=np.int32))
         for j, name in enumerate(LABELS):
             dictionary = pa.array([str(v) for v in names[:, j]], pa.string())

@@ -69,6 +69,23 @@ def _brute_front(objs, feasible, maximize, groups=None) -> list[int]:
     return sorted(out)
 
 
+def _distinct(front: list[int], objs, maximize) -> tuple[list[int], list[int]]:
+    """Of the rows ``front`` (ascending positions), the first of each distinct objective vector
+    and how many rows of ``front`` share it, by a loop."""
+    signed = objs * np.where(maximize, -1.0, 1.0)
+    firsts: dict[tuple, list[int]] = {}
+    for i in front:
+        entry = firsts.setdefault(tuple(signed[i].tolist()), [i, 0])
+        entry[1] += 1
+    pairs = sorted(firsts.values())
+    return [i for i, _ in pairs], [c for _, c in pairs]
+
+
+def _tied_by_rid(table: pa.Table) -> list[int]:
+    pairs = sorted(zip(table.column("rid").to_pylist(), table.column("tied").to_pylist(), strict=True))
+    return [c for _, c in pairs]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(datasets())
 def test_pareto_equals_brute_force(data):
@@ -78,18 +95,23 @@ def test_pareto_equals_brute_force(data):
         folder = write_synthetic(Path(tmp) / "d", objs, feasible, strategy, np.full(n, 4), files, row_group)
         mins = [f"o{j}" for j in range(k) if not maximize[j]]
         maxs = [f"o{j}" for j in range(k) if maximize[j]]
-        front = query.pareto(folder, mins, maxs, batch_rows=batch)
+        front = query.pareto(folder, mins, maxs, batch_rows=batch, all=True)
         # objectives in the order given to pareto: minimised first, then maximised
         order = [j for j in range(k) if not maximize[j]] + [j for j in range(k) if maximize[j]]
-        want = _brute_front(objs[:, order], feasible, np.asarray(maximize)[order])
+        signs = np.asarray(maximize)[order]
+        want = _brute_front(objs[:, order], feasible, signs)
         assert _rids(front) == want
-        per = query.pareto(folder, mins, maxs, per="strategy", batch_rows=batch)
-        want_per = _brute_front(objs[:, order], feasible, np.asarray(maximize)[order], strategy)
+        assert "tied" not in front.column_names
+        # by default one row per distinct optimum: the first row, and how many tie with it
+        distinct = query.pareto(folder, mins, maxs, batch_rows=batch)
+        firsts, counts = _distinct(want, objs[:, order], signs)
+        assert _rids(distinct) == firsts
+        assert _tied_by_rid(distinct) == counts
+        per = query.pareto(folder, mins, maxs, per="strategy", batch_rows=batch, all=True)
+        want_per = _brute_front(objs[:, order], feasible, signs, strategy)
         assert _rids(per) == want_per
-        everything = query.pareto(folder, mins, maxs, feasible_only=False, batch_rows=batch)
-        assert _rids(everything) == _brute_front(
-            objs[:, order], np.ones(n, bool), np.asarray(maximize)[order]
-        )
+        everything = query.pareto(folder, mins, maxs, feasible_only=False, batch_rows=batch, all=True)
+        assert _rids(everything) == _brute_front(objs[:, order], np.ones(n, bool), signs)
 
 
 @settings(max_examples=80, deadline=None)
@@ -122,14 +144,19 @@ def test_front_output_is_sorted_and_complete(tmp_path):
     objs = np.asarray([[3, 1], [1, 3], [2, 2], [2, 2], [3, 3], [1, 3], [np.nan, 0], [0, np.nan]], float)
     n = len(objs)
     folder = write_synthetic(tmp_path / "d", objs, np.ones(n, bool), np.zeros(n), np.full(n, 4), 2, 3)
-    front = query.pareto(folder, ["o0", "o1"])
+    front = query.pareto(folder, ["o0", "o1"], all=True)
     # duplicates stay; sorted by o0 then o1 then position; every column kept with the source schema
     assert front.column("rid").to_pylist() == [1, 5, 2, 3, 0]
     assert front.column_names == ["rid", "o0", "o1", "strategy", "p", "feasible"]
+    # by default the first of each duplicate, with the rows it stands for: (1, 3) twice, (2, 2) twice
+    distinct = query.pareto(folder, ["o0", "o1"])
+    assert distinct.column("rid").to_pylist() == [1, 2, 0]
+    assert distinct.column("tied").to_pylist() == [2, 2, 1]
+    assert distinct.column_names == ["rid", "o0", "o1", "strategy", "p", "feasible", "tied"]
     assert front.schema.field("strategy").type == pa.dictionary(pa.int32(), pa.string())
     assert b"paradl_query" in front.schema.metadata
     desc = query.pareto(folder, ["o1"], ["o0"], columns=["rid", "o0"])
-    assert desc.column_names == ["rid", "o0"]
+    assert desc.column_names == ["rid", "o0", "tied"]
     assert _rids(desc) == [0]
 
 
@@ -143,16 +170,19 @@ def test_real_sweep_front_equals_brute_force(small):
         objs = objs * np.asarray([1.0] * len(mins) + [-1.0] * len(maxs))
         idx = np.flatnonzero(feasible)
         want = sorted(map(tuple, objs[idx][pareto_brute(objs[idx])].tolist()))
-        front = query.pareto(small, mins, maxs, batch_rows=7)
+        front = query.pareto(small, mins, maxs, batch_rows=7, all=True)
         got = np.column_stack([front.column(c).to_numpy().astype(np.float64) for c in cols])
         got = got * np.asarray([1.0] * len(mins) + [-1.0] * len(maxs))
         assert sorted(map(tuple, got.tolist())) == want
         assert front.num_rows == len(want)
+        distinct = query.pareto(small, mins, maxs, batch_rows=7)
+        assert distinct.num_rows == len(set(want))
+        assert sum(distinct.column("tied").to_pylist()) == len(want)
 
 
 def test_streamed_answers_match_in_memory_ones(small):
     table = ds.dataset(small).to_table(filter=ds.field("feasible"))
-    front = query.pareto(small, ["t_epoch_s", "p"], per="strategy")
+    front = query.pareto(small, ["t_epoch_s", "p"], per="strategy", all=True)
     for s in ("data", "data+filter"):
         sub = table.filter(pa.compute.equal(table.column("strategy"), s))
         objs = np.column_stack([sub.column(c).to_numpy().astype(float) for c in ("t_epoch_s", "p")])
@@ -470,7 +500,7 @@ def test_pareto_and_top_never_mix_models(two):
 
 def test_answers_always_carry_model_and_machine(two):
     table = query.pareto(two, ["t_epoch_s", "p"], columns=["strategy", "p", "t_epoch_s"])
-    assert table.column_names == ["model", "machine", "strategy", "p", "t_epoch_s"]
+    assert table.column_names == ["model", "machine", "strategy", "p", "t_epoch_s", "tied"]
     one = query.best(two, per="p", where="model == 'vgg16'", columns=["p", "t_epoch_s"])
     assert set(one.column("model").to_pylist()) == {"vgg16"} and one.num_rows == 4
 

@@ -49,7 +49,7 @@ inter_alpha_s = { linspace = [1e-6, 20e-6, 64] }
 wu_passes = 2
 """
 
-# Runs the spec, writing every row (chunks of 4,096) and keeping the Pareto front (chunks
+# Runs the spec, writing every row (chunks of 4,096) and keeping the Pareto front with its ties (chunks
 # of 16,384), into OUT/<label>-all and OUT/<label>-pareto, once per label: "none" with no
 # cache folder, any other label with CACHE as JAX's cache folder. Prints the kernels traced.
 SCRIPT = """
@@ -76,7 +76,7 @@ traces = {}
 for label in sys.argv[4:]:
     jax.config.update("jax_compilation_cache_dir", None if label == "none" else cache)
     built.clear()
-    for keep, chunk in (("all", 4096), ("pareto:t_epoch_s,p", 16384)):
+    for keep, chunk in (("all", 4096), ("pareto:t_epoch_s,p:all", 16384)):
         name = f"{label}-{keep.split(':')[0]}"
         run_sweep(p, RunOptions(out=out / name, chunk=chunk, keep=parse_keep(keep, cols)))
     traces[label] = len(built)

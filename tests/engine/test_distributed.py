@@ -42,6 +42,7 @@ from sweep.reduce import reducer as reducer_module
 from sweep.reduce.keep import parse_keep
 from sweep.reduce.pareto import pareto_mask
 from tests.helpers import python_on_cpu_devices
+from tests.runs import distinct_front
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 16
@@ -112,10 +113,13 @@ def reference(spec, tmp_path_factory) -> list[dict]:
     return rows_of(out)
 
 
-def expected_pareto(rows: list[dict]) -> list[dict]:
+def expected_pareto(rows: list[dict], ties: bool = False) -> list[dict]:
+    """The front of ``rows`` (grid order): every tied row (``ties``, ``pareto:...:all``), or
+    the first of each distinct optimum with its ``tied`` count."""
     feasible = [r for r in rows if r["feasible"]]
     mask = pareto_mask(np.array([[r["t_epoch_s"], r["p"]] for r in feasible]))
-    return [r for r, k in zip(feasible, mask, strict=True) if k]
+    front = [r for r, k in zip(feasible, mask, strict=True) if k]
+    return front if ties else distinct_front(front, ["t_epoch_s", "p"])
 
 
 def expected_top(rows: list[dict], k: int = 7) -> list[dict]:
@@ -384,8 +388,9 @@ def test_shards_with_keep_top_merge_to_the_one_run_result(spec, reference, tmp_p
 
 
 def test_shards_with_a_spilled_pareto_merge_to_the_one_run_result(spec, reference, tmp_path, monkeypatch):
-    """Each shard's front and the merge's spill to disk after 2 rows: the merged result is
-    still the front of the full output, in grid order, and no spill file remains."""
+    """Each shard's front and the merge's spill to disk after 2 rows (``:all``: a front of
+    distinct optima never spills): the merged result is still the front of the full output,
+    in grid order, and no spill file remains."""
     monkeypatch.setattr(reducer_module, "SPILL_ROWS", 2)
     monkeypatch.setattr(reducer_module, "SPILL_ROWS_MAX", 2)
     monkeypatch.setattr(reducer_module, "REDUCE_ROWS", 1)
@@ -397,10 +402,10 @@ def test_shards_with_a_spilled_pareto_merge_to_the_one_run_result(spec, referenc
     )
     out = tmp_path / "pareto"
     for k in (0, 1):
-        run_api(spec, out, PARETO, shard=Shard(k, 2))
+        run_api(spec, out, PARETO + ":all", shard=Shard(k, 2))
     (out / "_spill-merge-000099.parquet").write_bytes(b"left by a merge that was killed")
     assert sweep("merge", out).exit_code == 0
-    want = expected_pareto(reference)
+    want = expected_pareto(reference, ties=True)
     assert len(want) > 2
     assert {"_spill-s0000of0002-", "_spill-s0001of0002-", "_spill-merge-"} <= set(spills)
     assert keep_rows(out) == want

@@ -185,7 +185,7 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, 600] }}
     )
     p = plan(load_spec(spec))
     assert p.jobs[0].size == 6_240_000 > 5_000_000 > FLOAT_CHUNK
-    for keep in ("top:50:t_epoch_s", "pareto:t_epoch_s,p"):
+    for keep in ("top:50:t_epoch_s", "pareto:t_epoch_s,p:all"):
         tables = []
         for chunk in (1 << 20, 5_000_000):
             out = tmp_path / f"{keep.split(':')[0]}-{chunk}"

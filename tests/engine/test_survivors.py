@@ -21,13 +21,13 @@ from sweep.engine.program import TRACES, build_chunk_fn, device_inputs
 from sweep.engine.survivors import Again, _undominated, _within_top, host_candidates, positions, survivors
 from sweep.reduce.keep import Keep
 from sweep.reduce.pareto import pareto_mask
-from tests.runs import GRID_KEY, GRID_SPEC, assert_same_rows, run_spec
+from tests.runs import GRID_KEY, GRID_SPEC, assert_same_rows, distinct_front, run_spec
 
 
 @pytest.mark.parametrize("point_rows", [3, 1 << 16])  # candidates evaluated again: 3 a call, or all at once
 def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, point_rows):
-    """Ties put more rows on a chunk's front than one compacted block holds: every one is
-    read, with the values the full evaluation of the chunk gives it."""
+    """Ties put more rows on a chunk's front than one compacted block holds (``:all``): every
+    one is read, with the values the full evaluation of the chunk gives it."""
     import tomllib
 
     from sweep.inputs.grid import parse_spec, plan
@@ -36,7 +36,7 @@ def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, p
     monkeypatch.setattr(program_module, "POINT_ROWS", point_rows)
     job = plan(parse_spec(tomllib.loads(GRID_SPEC), "grid", Path("."))).jobs[0]
     assert job.strategy == "data"  # in-node p: all ten bandwidths tie, so fronts have >= 10 rows
-    chunk, keep = 64, Keep("pareto", ("t_epoch_s", "p"))
+    chunk, keep = 64, Keep("pareto", ("t_epoch_s", "p"), ties=True)
     fn, compact = build_chunk_fn(job, chunk, keep, np.float32)
     full, _ = build_chunk_fn(job, chunk, Keep("all"), np.float32)
     assert compact == 4
@@ -69,6 +69,47 @@ def test_survivors_reads_more_candidates_than_the_compaction_size(monkeypatch, p
         np.testing.assert_array_equal(found.limit, np.asarray(every.limit)[picked])
     assert evaluated and max(evaluated) > 4, "some chunk had more candidates than it compacts"
     assert again.used
+
+
+@pytest.mark.parametrize("compact", [4, None])  # runs' heads overflow the block, or fit
+def test_a_distinct_front_hands_over_each_run_of_ties_once_with_its_length(monkeypatch, compact):
+    """For ``pareto`` (distinct optima) a chunk hands over the first candidate of each run of
+    neighbouring tied candidates with the run's length: the first row of each distinct
+    vector of the chunk's front is among them, and the lengths of a vector's rows add up to
+    the rows of the chunk that have it. Runs that overflow the block hand every candidate
+    over, one configuration each."""
+    import tomllib
+
+    from sweep.inputs.grid import parse_spec, plan
+
+    if compact is not None:
+        monkeypatch.setattr(program_module, "COMPACT_ROWS", compact)
+    job = plan(parse_spec(tomllib.loads(GRID_SPEC), "grid", Path("."))).jobs[0]
+    chunk, keep = 64, Keep("pareto", ("t_epoch_s", "p"))
+    fn, _ = build_chunk_fn(job, chunk, keep, np.float32)
+    full, _ = build_chunk_fn(job, chunk, Keep("all"), np.float32)
+    inputs = device_inputs(job, np.float32)
+    ti, pi = RESULT_COLUMNS.index("t_epoch_s"), int_columns(job).index("p")
+    again, runs = Again(job, np.float32), 0
+    for start in range(0, job.size, chunk):
+        n_real = min(chunk, job.size - start)
+        info = decode_info(job, start, chunk)
+        found = survivors(fn(*inputs, info, np.int32(n_real), known_front(None, np.float32)), again.at(start))
+        every = full(*inputs, info, np.int32(n_real), known_front(None, np.float32))
+        where = np.flatnonzero(np.asarray(every.mask) & (np.asarray(every.limit) == 0))
+        objectives = np.stack([np.asarray(every.floats)[ti, where], np.asarray(every.ints)[pi, where]], 1)
+        local = positions(every, where)
+        vectors = [tuple(v) for v in objectives.astype(np.float64).tolist()]
+        front = {vectors[i] for i in np.flatnonzero(pareto_mask(objectives.astype(np.float64)))}
+        mine = [tuple(v) for v in np.stack([found.floats[ti], found.ints[pi]], 1).astype(np.float64).tolist()]
+        tied = np.ones(len(mine), np.int64) if found.tied is None else found.tied
+        runs += int((tied > 1).sum())
+        for v in front:
+            first = min(int(local[i]) for i in range(len(local)) if vectors[i] == v)
+            assert first in found.local.tolist(), start
+            have = sum(int(t) for w, t in zip(mine, tied, strict=True) if w == v)
+            assert have == vectors.count(v), start
+    assert runs > 0, "some chunk handed over a run of ties"
 
 
 @settings(deadline=None, max_examples=150)
@@ -111,7 +152,7 @@ def _one_chunk_per_job(grid, tmp_path, monkeypatch, keep: str, name: str) -> int
     if keep.startswith("pareto"):
         objectives = np.array([[r["t_epoch_s"], r["p"]] for r in feasible], dtype=np.float64)
         want = [r for r, k in zip(feasible, pareto_mask(objectives), strict=True) if k]
-        assert_same_rows(kept.rows, want)
+        assert_same_rows(kept.rows, distinct_front(want, ["t_epoch_s", "p"]))
     else:  # best first, ties in row order (a stable sort of the full output)
         want = sorted(feasible, key=lambda r: r["mem_bytes"])[:15]
         key = lambda r: tuple(r[c] for c in GRID_KEY)  # noqa: E731

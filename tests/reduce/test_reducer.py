@@ -7,6 +7,7 @@ resume) and ``tests/engine/test_distributed.py`` (shards and their merge).
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -23,7 +24,14 @@ def _block(keys: list[int]):
     n = len(keys)
     ids = np.stack([np.zeros(n, np.int64), np.asarray(keys, np.int64)], axis=1)
     value = np.asarray(keys, np.float32)[None, :]
-    return (np.zeros((1, n), np.int32), value, np.zeros(n, np.int8), ids, np.zeros(n, np.int32))
+    return (
+        np.zeros((1, n), np.int32),
+        value,
+        np.zeros(n, np.int8),
+        ids,
+        np.zeros(n, np.int32),
+        np.ones(n, np.int64),
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -90,12 +98,12 @@ def test_members_equal_numeric_membership(vectors, queries, collide):
     assert len(front) == len({(a + 0.0, b + 0.0) for a, b in vectors})
 
 
-def _schema():
+def _schema(tied: bool = False):
     import pyarrow as pa
 
     from sweep.output import store
 
-    return store.Schema(["m"], ["abci"], ["data"], ("p",), ("t_epoch_s",), pa.float32())
+    return store.Schema(["m"], ["abci"], ["data"], ("p",), ("t_epoch_s",), pa.float32(), tied=tied)
 
 
 def test_top_k_drops_candidates_whose_objective_is_nan():
@@ -119,15 +127,18 @@ def test_top_k_drops_candidates_whose_objective_is_nan():
         max_size=8,
     ),
     every=st.integers(1, 50),
+    ties=st.booleans(),
 )
-def test_pareto_front_of_many_additions_equals_the_front_of_all_rows(blocks, every):
+def test_pareto_front_of_many_additions_equals_the_front_of_all_rows(blocks, every, ties):
     """Rows added a block at a time and reduced every ``every`` rows (the rows kept are
     merged with the new ones by their distinct vectors: ``Reducer._merge_2``) give the
-    front of all the rows at once, ties, infinities and NaN included, in identity order."""
+    front of all the rows at once, infinities and NaN included, in identity order: with
+    ``ties`` (``pareto:...:all``) every tied row, else the first row of each distinct
+    vector with the number of rows that share it."""
     from sweep.reduce.keep import Keep, Survivors
     from sweep.reduce.pareto import pareto_brute
 
-    r = reducer.Reducer(Keep("pareto", ("t_epoch_s", "p")), _schema())
+    r = reducer.Reducer(Keep("pareto", ("t_epoch_s", "p"), ties=ties), _schema(tied=not ties))
     rows, start = [], 0
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(reducer, "REDUCE_ROWS", every)
@@ -143,7 +154,13 @@ def test_pareto_front_of_many_additions_equals_the_front_of_all_rows(blocks, eve
     number = ~np.isnan(objs).any(axis=1)
     want = np.flatnonzero(number)[pareto_brute(objs[number])] if number.any() else []
     got = r.table().to_pylist()
-    assert [(row["t_epoch_s"], row["p"]) for row in got] == [rows[i] for i in want]
+    front = [rows[i] for i in want]
+    if ties:
+        assert [(row["t_epoch_s"], row["p"]) for row in got] == front
+        return
+    firsts = [v for i, v in enumerate(front) if v not in front[:i]]
+    assert [(row["t_epoch_s"], row["p"]) for row in got] == firsts
+    assert [row["tied"] for row in got] == [front.count(v) for v in firsts]
 
 
 def test_spill_due_thresholds(monkeypatch):
@@ -163,3 +180,51 @@ def test_spill_due_thresholds(monkeypatch):
     if os.path.exists("/proc/self/statm"):
         monkeypatch.undo()
         assert reducer.resident_bytes() > 10 << 20
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from([1.0, 2.0, 3.0, 4.0]), st.integers(1, 4), st.integers(1, 5)),
+        min_size=1,
+        max_size=60,
+    ),
+    cuts=st.lists(st.integers(0, 60), max_size=6),
+    order=st.randoms(use_true_random=False),
+    every=st.integers(1, 20),
+)
+def test_distinct_front_does_not_depend_on_blocks_arrival_or_reductions(rows, cuts, order, every):
+    """Rows ``(t, p, tied)`` (``tied``: configurations a row already stands for, as a chunk
+    or a shard hands them over), cut into blocks at ``cuts``, added in any order (Dask
+    workers finish out of order), reduced every ``every`` rows: one row per distinct
+    vector of the exact front, the one of least index, and ``tied`` the sum over the rows
+    of the front that share its vector."""
+    from sweep.reduce.keep import Keep, Survivors
+    from sweep.reduce.pareto import pareto_brute
+
+    objs = np.array([(t, p) for t, p, _ in rows], np.float64)
+    on_front = pareto_brute(objs)
+    want: dict[tuple, list[int]] = {}  # vector -> [least index, configurations]
+    for i in np.flatnonzero(on_front):
+        entry = want.setdefault(tuple(objs[i]), [int(i), 0])
+        entry[1] += rows[i][2]
+    bounds = sorted({0, len(rows), *(c for c in cuts if c < len(rows))})
+    pieces = list(itertools.pairwise(bounds))
+    order.shuffle(pieces)
+    r = reducer.Reducer(Keep("pareto", ("t_epoch_s", "p")), _schema(tied=True))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reducer, "REDUCE_ROWS", every)
+        for lo, hi in pieces:
+            n = hi - lo
+            t = np.array([[x for x, _, _ in rows[lo:hi]]], np.float32)
+            p = np.array([[y for _, y, _ in rows[lo:hi]]], np.int32)
+            tied = np.array([z for _, _, z in rows[lo:hi]], np.int64)
+            r.add(
+                0,
+                ("m", "abci", "data"),
+                np.arange(lo, hi),
+                Survivors(p, t, np.zeros(n, np.int8), np.arange(n), tied),
+            )
+    got = r.table().to_pylist()
+    assert [(row["t_epoch_s"], row["p"]) for row in got] == [rows[i][:2] for i, _ in sorted(want.values())]
+    assert [row["tied"] for row in got] == [count for _, count in sorted(want.values())]
