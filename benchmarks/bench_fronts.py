@@ -33,18 +33,25 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIED = """name = "tied92"
+
+
+def tied_spec(name: str = "tied92", latencies: int = 10) -> str:
+    """The tied grid's spec: 9.2e8 points with 10 latencies (``gpu_fronts.sh`` takes 110, 1e10)."""
+    return f"""name = "{name}"
 model = "resnet50"
 machine = "abci"
 strategies = ["serial", "data", "spatial", "pipeline", "filter", "channel", "data+filter", "data+spatial"]
 [axes]
-p = { log2 = [0, 12] }
-b = { log2 = [0, 9] }
-inter_bandwidth_Bps = { linspace = [1e9, 1e11, 100] }
-intra_bandwidth_Bps = { linspace = [2.5e10, 9e11, 100] }
-gpu_mem_bytes = { linspace = [8e9, 192e9, 10] }
-inter_alpha_s = { linspace = [1e-6, 1e-5, 10] }
+p = {{ log2 = [0, 12] }}
+b = {{ log2 = [0, 9] }}
+inter_bandwidth_Bps = {{ linspace = [1e9, 1e11, 100] }}
+intra_bandwidth_Bps = {{ linspace = [2.5e10, 9e11, 100] }}
+gpu_mem_bytes = {{ linspace = [8e9, 192e9, 10] }}
+inter_alpha_s = {{ linspace = [1e-6, 1e-5, {latencies}] }}
 """
+
+
+TIED = tied_spec()
 TINY = """name = "tiny"
 model = "resnet50"
 machine = "abci"

@@ -32,20 +32,8 @@ stage() {
     echo "   rc $? in $((SECONDS - start)) s: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-400)"
 }
 
-grid() { # name latencies -> spec path
-    cat >"$WORK/$1.toml" <<EOF
-name = "$1"
-model = "resnet50"
-machine = "abci"
-strategies = ["serial", "data", "spatial", "pipeline", "filter", "channel", "data+filter", "data+spatial"]
-[axes]
-p = { log2 = [0, 12] }
-b = { log2 = [0, 9] }
-inter_bandwidth_Bps = { linspace = [1e9, 1e11, 100] }
-intra_bandwidth_Bps = { linspace = [2.5e10, 9e11, 100] }
-gpu_mem_bytes = { linspace = [8e9, 192e9, 10] }
-inter_alpha_s = { linspace = [1e-6, 1e-5, $2] }
-EOF
+grid() { # name latencies -> spec path (the tied grid of benchmarks/bench_fronts.py)
+    $PY -c "import sys; from benchmarks.bench_fronts import tied_spec; print(tied_spec(sys.argv[1], int(sys.argv[2])))" "$1" "$2" >"$WORK/$1.toml"
     echo "$WORK/$1.toml"
 }
 
