@@ -148,9 +148,13 @@ def _stage_s(net: Net, machine: Machine, mode, row, z):
     strategy times the network and the pipeline its slowest stage (docs/model.md §3)."""
     table = net.transformer
     lines = table.flops[mode, row]
-    h = jnp.argmax(lines[..., 0] - lines[..., 1] * z)
-    at = lambda kinds: kinds[mode, row, h, 0] - kinds[mode, row, h, 1] * z  # noqa: E731
-    return terms.sample_s(net, machine, _at(lines, z), at(table.flops_kind), at(table.traffic_kind))
+    values = lines[..., 0] - lines[..., 1] * z
+    h = jnp.argmax(values)
+
+    def largest(kinds):  # the per-kind line of stage h at z
+        return kinds[mode, row, h, 0] - kinds[mode, row, h, 1] * z
+
+    return terms.sample_s(net, machine, values[h], largest(table.flops_kind), largest(table.traffic_kind))
 
 
 def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
