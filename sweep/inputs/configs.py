@@ -275,7 +275,7 @@ def resolve(
         if entry.uses("p"):
             raise InputError("p (the number of GPUs) is required", param="p")
         checked["p"] = 1
-    p = checked["p"]
+    p = 1 if checked["p"] is None else checked["p"]
     if not entry.uses("p") and p != 1:
         raise InputError(f"{strategy} runs on one GPU: p must be 1, got {p}", param="p")
     for name in ("p2", "S", "micro_batch"):
@@ -316,10 +316,10 @@ def impossible(strategy: str, net, p: int, b: int, S: int, own: Own) -> str | No
             return f"tp x pp = {group} does not divide p = {p}"
     if entry.uses("tp"):
         heads = int(np.asarray(net.transformer.heads))
-        if heads % own.tp:
-            return f"tp = {own.tp} does not divide the model's {heads} attention heads"
-    if entry.uses("pp") and own.pp > int(np.asarray(net.n_layers)):
-        return f"pp = {own.pp} is more than the model's {int(np.asarray(net.n_layers))} layers"
+        if heads % named["tp"]:
+            return f"tp = {named['tp']} does not divide the model's {heads} attention heads"
+    if entry.uses("pp") and named["pp"] > int(np.asarray(net.n_layers)):
+        return f"pp = {named['pp']} is more than the model's {int(np.asarray(net.n_layers))} layers"
     if entry.uses("S") and b % S:
         return f"S = {S} micro-batches do not divide b = {b}"
     return None

@@ -286,7 +286,7 @@ class _RowChecker:
         own = _own(strategy, values)
         # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
         written = own_values(strategy, p, b, p2, S, own)
-        p2, S = written.p2, written.S
+        p2, S = written.p2, int(written.S)
         time = _seconds(values["iter_time_s"], "iter_time_s", positive=True)
         extra = {
             name: _seconds(values[name], name, positive=False) if values.get(name) else None

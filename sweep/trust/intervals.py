@@ -181,7 +181,7 @@ def estimate_interval(bound: Bound, row: dict, level: float = LEVEL) -> tuple[fl
     run = Run(
         line=0, model=bound.model.name, strategy=row["strategy"], machine=profile.name,
         p=int(row["p"]), b=int(row["b"]), p2=int(row["p2"]), S=int(row["S"]), iter_time_s=1.0,
-        own=Own(**{a: int(row.get(a, d)) for a, d in NO_OWN._asdict().items()}),
+        own=Own(**{a: int(row.get(a, d) or 0) for a, d in NO_OWN._asdict().items()}),
     )  # fmt: skip
     meas = Measurements(
         "estimate", (), [run], [], {(profile.name, bound.model.name): bound}, {profile.name: profile.name}

@@ -12,8 +12,8 @@ import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
-from sweep.cli.main import cli
 from kernels.strategies.registry import OWN_AXES
+from sweep.cli.main import cli
 from sweep.errors import InputError, InputWarning
 from sweep.inputs.configs import p2_fits, resolve
 from sweep.inputs.grid import load_spec
@@ -204,7 +204,9 @@ def test_an_option_the_strategy_ignores_warns(strategy, option, message):
     value = option[1] if name == "recompute" else int(option[1])
     own = {name: value} if name in OWN_AXES else {}
     given = {} if own else {name: value}
-    with pytest.warns(InputWarning, match="^" + re.escape(message.removeprefix("--").replace("-", "_"))) as got:
+    with pytest.warns(
+        InputWarning, match="^" + re.escape(message.removeprefix("--").replace("-", "_"))
+    ) as got:
         resolve(profile, strategy, 8, 32, own=own, **given)
     assert got[0].message.param == (name,)
 

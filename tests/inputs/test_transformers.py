@@ -74,12 +74,19 @@ def test_spec_axes_of_data_tensor_pipeline():
     assert list(tensor.axes) == ["p", "b", "S", "tp", "pp", "recompute", "zero"]
     assert list(tensor.axes["recompute"]) == [0, 2]
     # every own axis of the registry entry, swept or not
-    assert data.extra_columns == tensor.extra_columns == ("tp", "pp", "recompute", "zero", "vp", "sp", "precision")
+    assert (
+        data.extra_columns
+        == tensor.extra_columns
+        == ("tp", "pp", "recompute", "zero", "vp", "sp", "precision")
+    )
 
 
 @pytest.mark.parametrize(
     ("axes", "message"),
-    [({"recompute": ["some"]}, "recompute must be one of"), ({"zero": [2]}, "zero must be >= 0 and <= 1, got 2")],
+    [
+        ({"recompute": ["some"]}, "recompute must be one of"),
+        ({"zero": [2]}, "zero must be >= 0 and <= 1, got 2"),
+    ],
 )
 def test_bad_tensor_axes(axes, message):
     with pytest.raises(InputError, match=message):
