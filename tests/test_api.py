@@ -347,9 +347,12 @@ def test_the_readme_notebook_calls_are_real_signatures():
     import inspect
 
     text = (ROOT / "README.md").read_text()
-    assert "sweep.estimate(model, machine, strategy, *, p, b, p2=None, S=None, set=None)" in text
+    signature = "sweep.estimate(model, machine, strategy, *, p, b, p2=None, S=None, global_batch=None, "
+    assert signature + "micro_batch=None, set=None, **settings)" in text
     params = inspect.signature(api.estimate).parameters
-    assert [k for k in params][:8] == ["model", "machine", "strategy", "p", "b", "p2", "S", "set"]
+    assert [k for k in params][:10] == [
+        "model", "machine", "strategy", "p", "b", "p2", "S", "global_batch", "micro_batch", "set"
+    ]  # fmt: skip
     assert {"keep", "resume"} <= set(inspect.signature(api.run).parameters)
     from sweep.answers.query import Sweep
 

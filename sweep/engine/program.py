@@ -50,7 +50,7 @@ from sweep.engine.filters import (
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
-from sweep.inputs.configs import HYBRIDS, NO_OWN, batch_from, default_S, defaults, p2_fits, replicas, uses
+from sweep.inputs.configs import NO_OWN, batch_from, default_S, defaults, p2_fits, replicas, uses
 from sweep.inputs.grid import CONFIG_AXES, Job
 from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
@@ -114,8 +114,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     configuration of ``job``; ``at`` maps each axis to (value, digit)."""
     machine_axes = job.machine_axes
     point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
-    hybrid = job.strategy in HYBRIDS
-    default_s = default_S(job.strategy, 0) == 1  # S defaults to 1, not p (data+tensor+pipeline)
+    hybrid = uses(job.strategy, "p2")
     # the batch as users set it (docs/model.md §2): b from the global batch, S from the micro-batch
     by_global = "global_batch" in job.axes
     by_micro = "micro_batch" in job.axes and uses(job.strategy, "micro_batch")
@@ -128,8 +127,8 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         p = at["p"][0].astype(dtype) if "p" in at else jnp.asarray(1, dtype)
         b = at["b"][0].astype(dtype) if "b" in at else None
         given = {k: at[k][0].astype(dtype) if k in at else None for k in ("p2", "S")}
-        if default_s and given["S"] is None:
-            given["S"] = jnp.asarray(1, dtype)  # data+tensor+pipeline's default S
+        if given["S"] is None:  # the strategy's default: p (pipeline; others ignore S) or 1
+            given["S"] = jnp.asarray(default_S(job.strategy, p), dtype)
         p2, s = defaults(p, given["p2"], given["S"], m_eff.gpus_per_node.astype(dtype))
         own = tuple(
             at[k][0].astype(dtype) if k in at else jnp.asarray(d, dtype) for k, d in NO_OWN._asdict().items()

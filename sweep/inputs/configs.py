@@ -290,7 +290,7 @@ def resolve(
         default_S(strategy, p) if checked["S"] is None else checked["S"],
         default_p2(profile),
     )
-    if strategy in HYBRIDS and not p2_fits(p, p2):
+    if uses(strategy, "p2") and not p2_fits(p, p2):
         raise InputError(
             f"p2 {p2} must divide p {p}: {strategy} runs p/p2 groups of p2 GPUs", param=("p2", "p")
         )

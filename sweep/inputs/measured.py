@@ -36,7 +36,6 @@ from pathlib import Path
 from kernels.strategies.registry import OWN_AXES, REGISTRY
 from sweep.errors import InputError, where
 from sweep.inputs.configs import (
-    HYBRIDS,
     NO_OWN,
     Bound,
     Own,
@@ -46,6 +45,7 @@ from sweep.inputs.configs import (
     impossible,
     own_values,
     p2_fits,
+    uses,
 )
 from sweep.inputs.machines import MachineProfile, load_machine
 from sweep.inputs.models import load_model
@@ -279,7 +279,7 @@ class _RowChecker:
         profile = self.profile_of(machine_name)
         p = _whole(values["p"], "p")
         b = _whole(values["b"], "b")
-        s_text = values.get("S", "") or ("1" if default_S(strategy, 0) == 1 else "")
+        s_text = values.get("S", "")
         p2, S = _p2_and_S(strategy, p, values.get("p2", ""), s_text, profile)
         if strategy == "serial" and p != 1:
             raise _Bad(f"serial needs p = 1, got {p}")
@@ -331,7 +331,8 @@ def _p2_and_S(strategy: str, p: int, p2_text: str, s_text: str, profile: Machine
     """The row's p2 and S as given, else their defaults (:func:`~sweep.inputs.configs.defaults`);
     a hybrid's p2 must fit p (:func:`~sweep.inputs.configs.p2_fits`)."""
     given_p2 = _whole(p2_text, "p2") if p2_text else None
-    p2, S = defaults(p, given_p2, _whole(s_text, "S") if s_text else None, default_p2(profile))
-    if strategy in HYBRIDS and not p2_fits(p, p2):
+    S = _whole(s_text, "S") if s_text else default_S(strategy, p)
+    p2, S = defaults(p, given_p2, S, default_p2(profile))
+    if uses(strategy, "p2") and not p2_fits(p, p2):
         raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
     return p2, S
