@@ -169,8 +169,8 @@ def test_vp_sp_precision_are_spec_axes_and_columns(tmp_path):
 def test_the_kernel_receives_every_own_axis(monkeypatch):
     """estimate hands vp, sp and precision to the kernel in its Config (the kernel ignores them
     until the transformer physics reads them): a stand-in kernel writes them into a column."""
-    import kernels.strategies.registry as registry
     from kernels.strategies import megatron
+    from sweep.engine import evaluate
 
     real = megatron.data_tensor_pipeline
 
@@ -178,8 +178,7 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
         cost = real(net, machine, cfg)
         return cost._replace(t_halo_s=cfg.vp + 10 * cfg.sp + 100 * cfg.precision + 1000 * cfg.tp)
 
-    monkeypatch.setattr(megatron, "data_tensor_pipeline", spy)
-    assert registry.REGISTRY["data+tensor+pipeline"].kernel is spy
+    monkeypatch.setitem(evaluate.STRATEGIES, "data+tensor+pipeline", spy)
     row = api.estimate(
         SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, vp=2, sp=1, precision="fp8"
     )
