@@ -168,3 +168,16 @@ def test_measured_rows_read_every_own_axis(tmp_path):
     # (tp, pp, recompute, zero, vp, sp, precision)
     assert [r.own for r in meas.runs] == [(2, 2, 1, 1, 2, 1, 1), (2, 2, 0, 0, 1, 0, 0)]
     assert "precision must be one of bf16, fp8, got 'fp16'" in meas.skipped[0].reason
+
+
+def test_the_glossary_lists_the_registry_axes():
+    """docs/model.md §2's table of own axes is the registry's: name, default, legal values."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "model.md").read_text()
+    section = text[text.index("## 2. Glossary") : text.index("## 3.")]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    listed = {line.split("|")[1].strip().strip("`"): line for line in rows}
+    for name, axis in OWN_AXES.items():
+        line = listed[name]
+        default = axis.choices[axis.default] if axis.choices else axis.default
+        assert f"| {'`' + str(default) + '`' if axis.choices else default} |" in line, line
+        assert all(f"`{c}`" in line for c in axis.choices), line
