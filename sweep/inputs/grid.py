@@ -255,7 +255,7 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
             "missing axis 'b' (samples per data-parallel replica) or 'global_batch'",
             where(origin, key="axes.b"),
         )
-    if "p" not in axes and any(s != "serial" for s in strategies):
+    if "p" not in axes and any(uses(s, "p") for s in strategies):
         raise InputError("missing axis 'p' (number of GPUs)", where(origin, key="axes.p"))
     if "b" in axes and "p" in axes and int(axes["b"].max()) * int(axes["p"].max()) > MAX_BATCH:
         raise InputError(

@@ -281,8 +281,8 @@ class _RowChecker:
         b = _whole(values["b"], "b")
         s_text = values.get("S", "")
         p2, S = _p2_and_S(strategy, p, values.get("p2", ""), s_text, profile)
-        if strategy == "serial" and p != 1:
-            raise _Bad(f"serial needs p = 1, got {p}")
+        if not uses(strategy, "p") and p != 1:
+            raise _Bad(f"{strategy} needs p = 1, got {p}")
         own = _own(strategy, values)
         # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
         written = own_values(strategy, p, b, p2, S, own)
