@@ -189,6 +189,49 @@ def _str_list(doc: dict, single: str, plural: str, origin: str) -> list:
     return value
 
 
+def _parse_axes(doc: dict, strategies: list, origin: str) -> dict[str, np.ndarray]:
+    """The spec's axes, checked: known, used by one of its strategies at least (the registry's
+    :func:`~sweep.inputs.configs.uses`), one form of each batch, b (or global_batch) and p given."""
+    raw_axes = doc.get("axes", {})
+    if not isinstance(raw_axes, dict):
+        raise InputError("must be a table", where(origin, key="axes"))
+    axes: dict[str, np.ndarray] = {}
+    for name in list(CONFIG_AXES) + [k for k in raw_axes if k not in CONFIG_AXES]:
+        if name not in raw_axes:
+            continue
+        if name not in CONFIG_AXES and name not in SCALAR_PARAMS:
+            known_axes = ", ".join((*CONFIG_AXES, *SCALAR_PARAMS))
+            raise InputError(f"unknown axis (known: {known_axes})", where(origin, key=f"axes.{name}"))
+        if not any(uses(s, name) for s in strategies):
+            raise InputError(
+                f"no strategy of the spec uses axis '{name}' (only {users(name)} do)",
+                where(origin, key=f"axes.{name}"),
+            )
+        axes[name] = _axis_values(name, raw_axes[name], origin)
+    for one, other in (("b", "global_batch"), ("S", "micro_batch")):
+        if one in axes and other in axes:
+            raise InputError(f"give axis '{one}' or '{other}', not both", where(origin, key=f"axes.{other}"))
+    if "b" not in axes and "global_batch" not in axes:
+        raise InputError(
+            "missing axis 'b' (samples per data-parallel replica) or 'global_batch'",
+            where(origin, key="axes.b"),
+        )
+    if "p" not in axes and any(uses(s, "p") for s in strategies):
+        raise InputError("missing axis 'p' (number of GPUs)", where(origin, key="axes.p"))
+    if "b" in axes and "p" in axes and int(axes["b"].max()) * int(axes["p"].max()) > MAX_BATCH:
+        raise InputError(
+            f"largest b x largest p = {int(axes['b'].max()) * int(axes['p'].max()):,} is over {MAX_BATCH:,}, "
+            "the largest global batch B the int32 output columns hold",
+            where(origin, key="axes.b"),
+        )
+    if "global_batch" in axes and int(axes["global_batch"].max()) > MAX_BATCH:
+        raise InputError(
+            f"is over {MAX_BATCH:,}, the largest global batch the int32 output columns hold",
+            where(origin, key="axes.global_batch"),
+        )
+    return axes
+
+
 def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
     """Validate a parsed sweep document (docs/inputs.md#sweep-specs)."""
     known = {
@@ -231,43 +274,7 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
             )
     if len(set(strategies)) != len(strategies):
         raise InputError("a strategy is listed twice", where(origin, key="strategies"))
-    raw_axes = doc.get("axes", {})
-    if not isinstance(raw_axes, dict):
-        raise InputError("must be a table", where(origin, key="axes"))
-    axes: dict[str, np.ndarray] = {}
-    for name in list(CONFIG_AXES) + [k for k in raw_axes if k not in CONFIG_AXES]:
-        if name not in raw_axes:
-            continue
-        if name not in CONFIG_AXES and name not in SCALAR_PARAMS:
-            known_axes = ", ".join((*CONFIG_AXES, *SCALAR_PARAMS))
-            raise InputError(f"unknown axis (known: {known_axes})", where(origin, key=f"axes.{name}"))
-        if not any(uses(s, name) for s in strategies):
-            raise InputError(
-                f"no strategy of the spec uses axis '{name}' (only {users(name)} do)",
-                where(origin, key=f"axes.{name}"),
-            )
-        axes[name] = _axis_values(name, raw_axes[name], origin)
-    for one, other in (("b", "global_batch"), ("S", "micro_batch")):
-        if one in axes and other in axes:
-            raise InputError(f"give axis '{one}' or '{other}', not both", where(origin, key=f"axes.{other}"))
-    if "b" not in axes and "global_batch" not in axes:
-        raise InputError(
-            "missing axis 'b' (samples per data-parallel replica) or 'global_batch'",
-            where(origin, key="axes.b"),
-        )
-    if "p" not in axes and any(uses(s, "p") for s in strategies):
-        raise InputError("missing axis 'p' (number of GPUs)", where(origin, key="axes.p"))
-    if "b" in axes and "p" in axes and int(axes["b"].max()) * int(axes["p"].max()) > MAX_BATCH:
-        raise InputError(
-            f"largest b x largest p = {int(axes['b'].max()) * int(axes['p'].max()):,} is over {MAX_BATCH:,}, "
-            "the largest global batch B the int32 output columns hold",
-            where(origin, key="axes.b"),
-        )
-    if "global_batch" in axes and int(axes["global_batch"].max()) > MAX_BATCH:
-        raise InputError(
-            f"is over {MAX_BATCH:,}, the largest global batch the int32 output columns hold",
-            where(origin, key="axes.global_batch"),
-        )
+    axes = _parse_axes(doc, strategies, origin)
     raw_set = doc.get("set", {})
     if not isinstance(raw_set, dict):
         raise InputError("must be a table", where(origin, key="set"))
