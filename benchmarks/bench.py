@@ -65,6 +65,7 @@ from sweep.engine.filters import known_front
 from sweep.engine.index import MAX_CHUNK, decode_info
 from sweep.engine.program import build_chunk_fn, device_inputs
 from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK
+from sweep.inputs.configs import uses
 from sweep.inputs.grid import load_spec, plan
 from sweep.reduce.keep import Keep
 
@@ -75,6 +76,9 @@ def write_spec(
     folder: Path, name: str, strategies: list[str], n_bw: int, n_alpha: int, p_log2_from: int = 0
 ) -> Path:
     path = folder / f"{name}.toml"
+    # p2 and S only where a strategy uses them: an axis no strategy of a spec uses is an error
+    p2 = "p2 = [4]\n" if any(uses(s, "p2") for s in strategies) else ""
+    S = "S = [8]\n" if any(uses(s, "S") for s in strategies) else ""
     path.write_text(
         f"""name = "{name}"
 model = "resnet50"
@@ -83,9 +87,7 @@ strategies = {json.dumps(strategies)}
 [axes]
 p = {{ log2 = [{p_log2_from}, 12] }}
 b = [8, 16, 32, 64, 128, 256]
-p2 = [4]
-S = [8]
-inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, {n_bw}] }}
+{p2}{S}inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, {n_bw}] }}
 inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
 """
     )

@@ -4,7 +4,8 @@ The Python API lives in :mod:`sweep.api` and is re-exported here on first use, s
 ``import sweep`` is quick and changes nothing in the process (no environment variable,
 no JAX setting, JAX not even imported): ``sweep.estimate``, ``sweep.evaluate``,
 ``sweep.run``, ``sweep.open``, ``sweep.codesign``, ``sweep.sensitivity``,
-``sweep.validate``, ``sweep.calibrate`` (and ``sweep.plan``, ``sweep.bind``).
+``sweep.validate``, ``sweep.calibrate`` (and ``sweep.plan``, ``sweep.bind``). Bad input raises
+:class:`sweep.InputError` (:class:`sweep.errors.InputError`), whose message names the parameter.
 
 >>> import sweep
 >>> sweep.estimate("resnet50", "abci", "data", p=1024, b=32)["t_epoch_s"]
@@ -13,6 +14,8 @@ no JAX setting, JAX not even imported): ``sweep.estimate``, ``sweep.evaluate``,
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from sweep.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from sweep.api import (
@@ -29,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
 
 __all__ = [
+    "InputError",
     "bind",
     "calibrate",
     "codesign",
@@ -43,7 +47,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name in __all__ and name != "InputError":
         from sweep import api
 
         return getattr(api, name)

@@ -108,25 +108,31 @@ def estimate(
     machine: str | Path | MachineProfile,
     strategy: str,
     *,
-    p: int,
-    b: int,
+    p: int | None = None,
+    b: int | None = None,
     p2: int | None = None,
     S: int | None = None,
+    global_batch: int | None = None,
+    micro_batch: int | None = None,
     set: Sets = None,
     lc: str | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    recompute: str | int = "none",
-    zero: int = 0,
+    **own: int | str,
 ) -> dict[str, Any]:
     """Every output column of one configuration, in float64: ``sweep estimate --json``'s object.
 
-    ``p`` GPUs, ``b`` samples per data-parallel replica, ``p2`` a hybrid's group size
-    (default gpus_per_node), ``S`` a pipeline's micro-batches (default p; 1 for
-    data+tensor+pipeline), ``tp``, ``pp``, ``recompute`` (none, selective, full) and
-    ``zero`` (0 or 1) data+tensor+pipeline's own (docs/model.md §16). On a calibrated
-    machine file (one with a ``[calibration]`` table) the row also has ``t_iter_s_lo`` and
-    ``t_iter_s_hi``, the 80 % prediction interval of ``t_iter_s`` (docs/trust.md).
+    ``p`` GPUs (serial: 1), ``b`` samples per data-parallel replica or ``global_batch``
+    (``b = global_batch / p1``), ``p2`` a hybrid's group size (default gpus_per_node), ``S``
+    micro-batches of pipeline and data+tensor+pipeline (default p; 1 for
+    data+tensor+pipeline) or ``micro_batch`` (``S = b / micro_batch``). A global batch or
+    micro-batch that does not divide makes the row infeasible, limit ``batch``. ``own`` are the
+    strategy's own settings by name, one keyword per axis of its registry entry
+    (:mod:`kernels.strategies.registry`; data+tensor+pipeline's ``tp``, ``pp``, ``recompute``
+    = "none" | "selective" | "full", ``zero``, ``vp``, ``sp``, ``precision`` = "bf16" |
+    "fp8", docs/model.md §16); a setting the strategy does not use is ignored with a warning.
+    Every value is checked: a fraction, text for a number or an unknown name is an
+    :class:`~sweep.errors.InputError` naming the parameter. On a calibrated machine file
+    (one with a ``[calibration]`` table) the row also has ``t_iter_s_lo`` and ``t_iter_s_hi``,
+    the 80 % prediction interval of ``t_iter_s`` (docs/trust.md).
 
     >>> row = sweep.estimate("resnet50", "abci", "data", p=1024, b=32)
     >>> round(row["t_epoch_s"], 2), round(row["t_comp_s"], 2)   # an epoch: 3.9 s of it computing
@@ -134,13 +140,19 @@ def estimate(
     """
     from sweep.engine import backend
     from sweep.engine.evaluate import estimate as one
-    from sweep.inputs.configs import check_strategy, checked_tensor
+    from sweep.inputs.configs import check_strategy, own_record, whole
 
+    if not isinstance(strategy, str):
+        raise InputError(f"strategy must be a name, got {strategy!r}", param="strategy")
     check_strategy(strategy)
-    tensor = checked_tensor(tp, pp, recompute, zero)
+    given = {"p": p, "b": b, "p2": p2, "S": S, "global_batch": global_batch, "micro_batch": micro_batch}
+    for name, value in given.items():  # before loading anything: a bad value is a quick error
+        if value is not None:
+            whole(name, value)
+    own_record(strategy, own, warn=False)
     bound = bind(model, machine, set=set, lc=lc)
     with backend.computation(x64=True):
-        row = one(bound, strategy, p, b, p2, S, tensor)
+        row = one(bound, strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own)
         if bound.profile.posterior is not None:  # a calibrated file: t_iter_s's 80 % interval
             from sweep.trust.intervals import estimate_interval
 

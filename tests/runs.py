@@ -51,7 +51,9 @@ GRID_SPEC = (
     'name = "grid"\nmodel = "resnet50"\nmachine = "abci"\n'
     'strategies = ["data", "pipeline", "data+filter"]\n' + GRID_AXES
 )
-DATA_SPEC = 'name = "grid-data"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n' + GRID_AXES
+# data alone: without the p2 and S axes, which no strategy of it uses (an error in a spec)
+DATA_AXES = GRID_AXES.replace("p2 = [2, 3, 4, 8, 16]\n", "").replace("S = [1, 4, 16]\n", "")
+DATA_SPEC = 'name = "grid-data"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n' + DATA_AXES
 GRID_KEY = ("strategy", "p", "b", "p2", "S", "inter_bandwidth_Bps")
 
 

@@ -260,7 +260,9 @@ def test_queries_and_help_never_import_jax(folder):
             "import sys\nfrom sweep.cli.main import main\n"
             f"sys.argv = ['sweep', *{args!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print('JAX', 'jax' in sys.modules, any(m.startswith('kernels.') and m != 'kernels.names' "
+            # the limit names and the strategy registry (pure Python) are all of kernels a query reads
+            "pure = {'kernels.names', 'kernels.strategies', 'kernels.strategies.registry'}\n"
+            "print('JAX', 'jax' in sys.modules, any(m.startswith('kernels.') and m not in pure "
             "for m in sys.modules))"
         )
         last = python(code).splitlines()[-1]
@@ -345,10 +347,52 @@ def test_the_readme_notebook_calls_are_real_signatures():
     import inspect
 
     text = (ROOT / "README.md").read_text()
-    assert "sweep.estimate(model, machine, strategy, *, p, b, p2=None, S=None, set=None)" in text
+    signature = "sweep.estimate(model, machine, strategy, *, p, b, p2=None, S=None, global_batch=None, "
+    assert signature + "micro_batch=None, set=None, **settings)" in text
     params = inspect.signature(api.estimate).parameters
-    assert [k for k in params][:8] == ["model", "machine", "strategy", "p", "b", "p2", "S", "set"]
+    assert [k for k in params][:10] == [
+        "model", "machine", "strategy", "p", "b", "p2", "S", "global_batch", "micro_batch", "set"
+    ]  # fmt: skip
     assert {"keep", "resume"} <= set(inspect.signature(api.run).parameters)
     from sweep.answers.query import Sweep
 
     assert all(callable(getattr(Sweep, m, None)) for m in ("pareto", "top", "best", "where"))
+
+
+# ------------------------------------------------------------------- every argument checked
+
+
+@pytest.mark.parametrize(
+    ("given", "param"),
+    [
+        ({"p": 8.5, "b": 32}, "p"),
+        ({"p": 8, "b": 32.7}, "b"),
+        ({"p": "8", "b": 32}, "p"),
+        ({"p": 8, "b": True}, "b"),
+        ({"p": 8, "b": 32, "p2": 2.5}, "p2"),
+        ({"p": 8, "global_batch": "256"}, "global_batch"),
+        ({"p": 8, "b": 32, "tp": 1.5}, "tp"),
+        ({"p": 8, "b": 32, "recompute": "half"}, "recompute"),
+        ({"p": 8, "b": 32, "global_batch": 256}, "global_batch"),
+        ({"p": 8}, "global_batch"),
+        ({"p": 8, "b": 32, "flavour": 1}, "flavour"),
+    ],
+)
+def test_estimate_checks_every_argument(given, param):
+    """A fraction, text for a number, a bool or an unknown name is sweep.InputError naming the
+    parameter, never a TypeError or a silent float (issue 34, defect 4)."""
+    assert sweep.InputError is InputError
+    with pytest.raises(sweep.InputError) as err:
+        sweep.estimate("resnet50", "abci", "data+tensor+pipeline" if param == "tp" else "data", **given)
+    assert param in err.value.param and param in str(err.value) and len(str(err.value).splitlines()) == 1
+
+
+def test_global_batch_in_estimate():
+    """b = global_batch / p1: equal rows; a global batch p1 does not divide is infeasible, batch."""
+    by_b = api.estimate("resnet50", "abci", "data", p=8, b=32)
+    by_global = api.estimate("resnet50", "abci", "data", p=8, global_batch=256)  # 256 / 8 = 32
+    assert by_global == by_b
+    # data+filter, p2 = 2: p1 = 8 / 2 = 4 groups; 100 / 4 = 25
+    assert api.estimate("resnet50", "abci", "data+filter", p=8, p2=2, global_batch=100)["b"] == 25
+    odd = api.estimate("resnet50", "abci", "data", p=8, global_batch=100)  # 100 / 8 = 12.5
+    assert (odd["feasible"], odd["limit_reason"]) == (False, "batch")

@@ -90,7 +90,7 @@ class Strategy(NamedTuple):
     kernel_path: str
     shared: tuple[str, ...]
     own: tuple[Axis, ...]
-    group: Callable[[int, int, Mapping[str, int]], int]
+    group: Callable[[Any, Any, Mapping[str, Any]], Any]
     S_is_p: bool = False
     paper: bool = True
     doc: str = ""
@@ -116,8 +116,9 @@ class Strategy(NamedTuple):
         return {a.name: a.default for a in self.own}
 
 
-def _tensor_group(p: int, p2: int, own: Mapping[str, int]) -> int:
-    return int(own.get("tp", 1)) * int(own.get("pp", 1))
+def _tensor_group(p, p2, own: Mapping[str, Any]):
+    """tp * pp; ints, or (traced) arrays where a sweep computes the replicas on the device."""
+    return own.get("tp", 1) * own.get("pp", 1)
 
 
 #: data+tensor+pipeline's own axes (docs/model.md §16).

@@ -37,9 +37,9 @@ from sweep.engine.evaluate import point_fn
 from sweep.errors import InputError
 from sweep.inputs.configs import (
     HYBRIDS,
+    NO_OWN,
     PIPELINE,
     TENSOR,
-    TENSOR_AXES,
     Bound,
     Overheads,
     default_p2,
@@ -233,7 +233,9 @@ def _every(source, where: str | None, max_rows: int, metric: str) -> pa.Table:
         )
     swept = [c for c in sw.schema.names if c in SCALAR_PARAMS]
     cols = [
-        c for c in ("model", "machine", "strategy", "p", "b", "p2", "S", *TENSOR_AXES) if c in sw.schema.names
+        c
+        for c in ("model", "machine", "strategy", "p", "b", "p2", "S", *NO_OWN._fields)
+        if c in sw.schema.names
     ]
     table = sw.to_table(where, [*cols, *swept])
     bounds = _bounds(sw, table)
@@ -273,7 +275,7 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
         given["S"] if strategy in (PIPELINE, TENSOR) else None,
         np.full(n, float(gpn)),
     )
-    tensor = [col(k, d) for k, d in zip(TENSOR_AXES, (1, 1, 0, 0), strict=True)]  # data+tensor+pipeline's
+    tensor = [col(k, d) for k, d in NO_OWN._asdict().items()]  # the strategies' own axes (registry)
     fixed = bound.profile.override_values(np.float64, skip=swept)
     names = (*swept, *fixed)
     values = [col(k, 0) for k in swept] + [np.full(n, v) for v in fixed.values()]

@@ -1,42 +1,90 @@
-"""Shared pieces of the command line: one-line errors and warnings, ``--set`` parsing.
+"""Shared pieces of the command line: one-line errors and warnings, the parameters' flags,
+the configuration options the strategy registry defines, ``--set`` parsing.
 
 Every user mistake surfaces as :class:`sweep.errors.InputError` and is printed
-as one line ``error: ...`` with exit status 2. JAX is set up by the API call a
-command makes (:func:`sweep.engine.backend.computation`), not here.
+as one line ``error: ...`` with exit status 2. The library names parameters as
+it spells them (``p``, ``global_batch``, ``tp``); :func:`flagged` writes them as
+the command line's flags (``--p``, ``--global-batch``, ``--tp``), here and
+nowhere else. JAX is set up by the API call a command makes
+(:func:`sweep.engine.backend.computation`), not here.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import warnings
+from collections.abc import Iterable
 
 import click
 
-from sweep.errors import InputError
+from kernels.strategies.registry import OWN_AXES
+from sweep.errors import InputError, InputWarning
 
 EXIT_INPUT = 2
 
 
+def flag(name: str) -> str:
+    """The command-line flag of parameter ``name``: ``--`` and ``_`` written ``-`` (``--global-batch``)."""
+    return "--" + name.replace("_", "-")
+
+
+def flagged(text: str, params: Iterable[str]) -> str:
+    """``text`` with the first standalone mention of each parameter written as its flag."""
+    for name in params:
+        text = re.sub(rf"(?<![\w.+/-]){re.escape(name)}(?![\w-])", flag(name), text, count=1)
+    return text
+
+
 def one_line_warnings() -> None:
     def show(message, category, filename, lineno, file=None, line=None):
-        click.echo(f"warning: {message}", err=True)
+        text = flagged(str(message), message.param) if isinstance(message, InputWarning) else str(message)
+        click.echo(f"warning: {text}", err=True)
 
     warnings.showwarning = show
 
 
 def handle_errors(fn):
-    """Turn :class:`InputError` into ``error: ...`` on stderr and exit status 2."""
+    """Turn :class:`InputError` into ``error: ...`` on stderr and exit status 2, the parameters
+    it names written as flags (:func:`flagged`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except InputError as err:
-            click.echo(f"error: {err}", err=True)
+            click.echo(f"error: {flagged(str(err), err.param)}", err=True)
             sys.exit(EXIT_INPUT)
 
     return wrapper
+
+
+def configuration_options(fn):
+    """One option per configuration axis of the strategy registry (:data:`OWN_AXES`), plus the
+    batch as users set it (``--global-batch``, ``--micro-batch``); the command receives
+    them as keywords of their axis names, None where not given."""
+    for axis in reversed(OWN_AXES.values()):
+        kind = click.Choice(axis.choices) if axis.choices else int
+        default = axis.choices[axis.default] if axis.choices else axis.default
+        fn = click.option(
+            flag(axis.name), axis.name, type=kind, default=None, help=f"{axis.help} [{default}]."
+        )(fn)
+    fn = click.option(
+        "--micro-batch",
+        "micro_batch",
+        type=int,
+        default=None,
+        help="Samples per micro-batch: S = b / micro-batch.",
+    )(fn)
+    fn = click.option(
+        "--global-batch",
+        "global_batch",
+        type=int,
+        default=None,
+        help="Samples per iteration, instead of --b: b = global batch / p1.",
+    )(fn)
+    return fn
 
 
 def parse_set(values: tuple[str, ...]) -> dict[str, float | str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from sweep.cli.options import handle_errors, parse_set
+from kernels.strategies.registry import REGISTRY
+from sweep.cli.options import configuration_options, handle_errors, parse_set
 
 
 @click.command()
@@ -22,45 +23,37 @@ from sweep.cli.options import handle_errors, parse_set
 @click.option(
     "--strategy",
     required=True,
-    help="serial, data, spatial, pipeline, filter, channel, data+filter, data+spatial, data+tensor+pipeline.",
+    help=", ".join(REGISTRY) + ".",
 )
-@click.option("--p", "p", type=int, required=True, help="Total number of GPUs.")
-@click.option("--b", "b", type=int, required=True, help="Samples per data-parallel replica.")
+@click.option("--p", "p", type=int, default=None, help="Total number of GPUs (serial: 1).")
+@click.option(
+    "--b", "b", type=int, default=None, help="Samples per data-parallel replica (or --global-batch)."
+)
 @click.option("--p2", "p2", type=int, default=None, help="GPUs per group of the hybrids [gpus_per_node].")
 @click.option(
     "--S", "S", type=int, default=None, help="Micro-batches [p for pipeline, 1 for data+tensor+pipeline]."
 )
-@click.option("--tp", "tp", type=int, default=1, help="Tensor-parallel degree of data+tensor+pipeline [1].")
-@click.option("--pp", "pp", type=int, default=1, help="Pipeline stages of data+tensor+pipeline [1].")
-@click.option(
-    "--recompute",
-    type=click.Choice(["none", "selective", "full"]),
-    default="none",
-    help="Activation recomputation of data+tensor+pipeline [none].",
-)
-@click.option(
-    "--zero", type=click.IntRange(0, 1), default=0, help="ZeRO stage (0 or 1) of data+tensor+pipeline [0]."
-)
+@configuration_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @handle_errors
-def estimate(
-    model_spec, lc, machine_spec, strategy, p, b, p2, S, tp, pp, recompute, zero, sets, as_json
-) -> None:
+def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json, **settings) -> None:
     """Every output column for one configuration (docs/output-format.md#columns), in float64.
+
+    The options after --S are the strategies' settings (the strategy registry, docs/model.md §2);
+    one a strategy does not use draws a warning.
 
     \b
     Example:
       sweep estimate --model resnet50 --machine abci --strategy data+filter \\
           --p 1024 --b 32 --set inter_bandwidth_Bps=25e9
-      sweep estimate --model gpt3-175b --machine a100-ib800 --strategy data+tensor+pipeline \
-          --p 1024 --b 64 --tp 8 --pp 16 --S 64 --recompute full
+      sweep estimate --model gpt3-175b --machine a100-ib800 --strategy data+tensor+pipeline \\
+          --p 1024 --global-batch 1536 --tp 8 --pp 16 --micro-batch 1 --recompute full
     """
     from sweep import api
 
-    tensor = {"tp": tp, "pp": pp, "recompute": recompute, "zero": zero}
     row = api.estimate(
-        model_spec, machine_spec, strategy, p=p, b=b, p2=p2, S=S, set=parse_set(sets), lc=lc, **tensor
+        model_spec, machine_spec, strategy, p=p, b=b, p2=p2, S=S, set=parse_set(sets), lc=lc, **settings
     )
     if as_json:
         click.echo(json.dumps(row))

@@ -14,8 +14,10 @@ import jax
 import jax.numpy as jnp
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
+from kernels.names import BATCH
+from kernels.strategies.registry import REGISTRY
 from kernels.terms import scale_terms
-from sweep.inputs.configs import TENSOR, TENSOR_AXES, Bound, Tensor, resolve_config
+from sweep.inputs.configs import NO_OWN, Bound, Own, resolve
 from sweep.inputs.machines import override
 from sweep.output.store import LIMIT_REASON, column_name, limit_reason
 
@@ -70,30 +72,40 @@ def point_fn(
 def estimate(
     bound: Bound,
     strategy: str,
-    p: int,
-    b: int,
+    p: int | None = None,
+    b: int | None = None,
     p2: int | None = None,
     S: int | None = None,
-    tensor: Tensor | None = None,
+    *,
+    global_batch: int | None = None,
+    micro_batch: int | None = None,
+    own: Mapping[str, object] | None = None,
+    warn: bool = True,
 ) -> dict:
     """All output columns of one configuration (docs/output-format.md#columns).
 
-    Evaluated in float64 when JAX's x64 mode is on (the CLI turns it on for
-    ``sweep estimate``), else in float32. ``tensor`` is data+tensor+pipeline's
-    tp, pp, recompute and zero (docs/model.md §16).
+    The configuration is checked and completed by :func:`sweep.inputs.configs.resolve`
+    (``own``: the strategy's own axes by name, e.g. data+tensor+pipeline's ``tp``, docs/model.md
+    §16); a global batch that p1 does not divide, or a micro-batch that does not divide b, is
+    infeasible with limit ``batch``, as in a sweep. Evaluated in float64 when JAX's x64 mode is on
+    (the CLI turns it on for ``sweep estimate``), else in float32.
     """
     profile = bound.profile
-    tensor = tensor or Tensor()
-    p2, S = resolve_config(profile, strategy, p, b, p2, S)
+    config = resolve(
+        profile, strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own, warn=warn
+    )
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     overrides = profile.override_values(dtype)
     names = tuple(overrides)
     # one compile costs less than dispatching every term eagerly
     f = jax.jit(point_fn(strategy, names, overheads=profile.overheads))
     machine = profile.pytree(dtype)
-    cfg = Config(*(jnp.asarray(v, dtype) for v in (p, b, p2, S, *tensor)))
+    cfg = Config(*(jnp.asarray(v, dtype) for v in config.config))
     cost, derived = f(bound.net, machine, cfg, tuple(overrides.values()))
-    return row_dict(bound, strategy, cost, derived, profile.overrides, tensor)
+    if not config.fits:  # the batch as the user set it does not divide: infeasible, batch
+        cost = cost._replace(limit=jnp.asarray(BATCH, cost.limit.dtype))
+        derived = derived._replace(feasible=jnp.asarray(False))
+    return row_dict(bound, strategy, cost, derived, profile.overrides, config.own)
 
 
 def row_dict(
@@ -102,15 +114,15 @@ def row_dict(
     cost: Cost,
     derived: Derived,
     overrides: Mapping[str, float],
-    tensor: Tensor | None = None,
+    own: Own = NO_OWN,
 ) -> dict:
-    """One row as a plain dict in output column order (docs/output-format.md#columns)."""
+    """One row as a plain dict in output column order (docs/output-format.md#columns); the
+    strategy's own axes (its registry entry's) after the configuration columns."""
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
     for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
         value = float(getattr(cost, field))
         row[name] = round(value) if math.isfinite(value) and value == round(value) else value
-    if strategy == TENSOR:
-        row.update(zip(TENSOR_AXES, tensor or Tensor(), strict=True))
+    row.update((a.name, getattr(own, a.name)) for a in REGISTRY[strategy].own)
     for name in SCALAR_PARAMS:
         if name in overrides:
             row[name] = float(overrides[name])

@@ -32,6 +32,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from kernels import Config
+from kernels.names import BATCH
+from kernels.strategies.registry import OWN_AXES
 from sweep.engine import compiled as traced
 from sweep.engine import index
 from sweep.engine.devices import AXIS, device_mesh, local_devices
@@ -48,7 +50,7 @@ from sweep.engine.filters import (
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
-from sweep.inputs.configs import HYBRIDS, TENSOR, TENSOR_AXES, defaults, p2_fits
+from sweep.inputs.configs import NO_OWN, batch_from, default_S, defaults, p2_fits, replicas, uses
 from sweep.inputs.grid import CONFIG_AXES, Job
 from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
@@ -62,8 +64,6 @@ HOST_REDUCE_MAX = 1 << 20
 COMPACT_ROWS = 4096
 #: Candidates evaluated again per call when a chunk has more than it compacts (:class:`Again`).
 POINT_ROWS = 1 << 16
-#: data+tensor+pipeline's axes and their values where a job does not sweep them.
-TENSOR_DEFAULTS: tuple[tuple[str, int], ...] = tuple(zip(TENSOR_AXES, (1, 1, 0, 0), strict=True))
 #: Number of traces (compilations) per (job index, strategy), for tests.
 TRACES: dict[tuple[int, str], int] = {}
 
@@ -114,8 +114,10 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     configuration of ``job``; ``at`` maps each axis to (value, digit)."""
     machine_axes = job.machine_axes
     point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
-    hybrid = job.strategy in HYBRIDS
-    tensor = job.strategy == TENSOR
+    hybrid = uses(job.strategy, "p2")
+    # the batch as users set it (docs/model.md §2): b from the global batch, S from the micro-batch
+    by_global = "global_batch" in job.axes
+    by_micro = "micro_batch" in job.axes and uses(job.strategy, "micro_batch")
     fixed = job.bound.profile.override_values(dtype)
 
     def one(net, machine, at):
@@ -123,13 +125,28 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         swept = tuple(at[k][0].astype(dtype) for k in machine_axes)
         m_eff = override(machine, dict(zip(machine_axes, swept, strict=True)))
         p = at["p"][0].astype(dtype) if "p" in at else jnp.asarray(1, dtype)
-        b = at["b"][0].astype(dtype)
+        b = at["b"][0].astype(dtype) if "b" in at else None
         given = {k: at[k][0].astype(dtype) if k in at else None for k in ("p2", "S")}
-        if tensor and given["S"] is None:
-            given["S"] = jnp.asarray(1, dtype)  # data+tensor+pipeline's default S
+        if given["S"] is None:  # the strategy's default: p (pipeline; others ignore S) or 1
+            given["S"] = jnp.asarray(default_S(job.strategy, p), dtype)
         p2, s = defaults(p, given["p2"], given["S"], m_eff.gpus_per_node.astype(dtype))
-        own = tuple(at[k][0].astype(dtype) if k in at else jnp.asarray(d, dtype) for k, d in TENSOR_DEFAULTS)
+        own = tuple(
+            at[k][0].astype(dtype) if k in at else jnp.asarray(d, dtype) for k, d in NO_OWN._asdict().items()
+        )
+        fits_batch = None
+        if by_global or by_micro:
+            p1 = replicas(job.strategy, p, p2, dict(zip(OWN_AXES, own, strict=True)))
+            b, s, fits_batch = batch_from(
+                p1,
+                b,
+                s,
+                at["global_batch"][0].astype(dtype) if by_global else None,
+                at["micro_batch"][0].astype(dtype) if by_micro else None,
+            )
         cost, derived = point(net, machine, Config(p, b, p2, s, *own), swept)
+        if fits_batch is not None:  # a global batch p1 does not divide, a micro-batch b: infeasible, batch
+            cost = cost._replace(limit=jnp.where(fits_batch, cost.limit, BATCH).astype(cost.limit.dtype))
+            derived = derived._replace(feasible=derived.feasible & fits_batch)
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
         # shared subexpressions for every output column, several times slower.
         cost, derived = jax.lax.optimization_barrier((cost, derived))
@@ -137,7 +154,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         floats = tuple(jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS)
         ints = (
             tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_FIELDS)
-            + tuple(own[TENSOR_AXES.index(c)].astype(jnp.int32) for c in job.extra_columns)
+            + tuple(own[list(OWN_AXES).index(c)].astype(jnp.int32) for c in job.extra_columns)
             + tuple(at[k][1] for k in machine_axes)
         )
         fits = p2_fits(p, p2) if hybrid else jnp.ones((), bool)

@@ -1,10 +1,15 @@
-"""Rules of a configuration, one home each (docs/model.md §2): which axes a strategy uses,
-the defaults of p2 and S (:func:`defaults`), whether a hybrid's p2 fits p (:func:`p2_fits`),
+"""Rules of a configuration, one home each (docs/model.md §2), read from the strategy registry
+(:mod:`kernels.strategies.registry`): which axes a strategy uses (:func:`uses`), a value a user
+gave checked (:func:`whole`, :func:`own_record`), the defaults of p2 and S (:func:`defaults`),
+whether a hybrid's p2 fits p (:func:`p2_fits`), the batch as users set it (:func:`batch_from`),
 the columns a strategy writes (:func:`own_values`), a configuration a user gave checked and
-completed (:func:`resolve`), and a model bound to a machine profile (:class:`Bound`)."""
+completed (:func:`resolve`), a row that cannot exist (:func:`impossible`), and a model bound to a
+machine profile (:class:`Bound`)."""
 
 from __future__ import annotations
 
+import collections
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -12,79 +17,136 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernels import STRATEGIES, strategies
 from kernels.network import Net
-from kernels.transformer import RECOMPUTE
-from sweep.errors import InputError
+from kernels.strategies.registry import OWN_AXES, REGISTRY, SHARED_AXES
+from sweep.errors import InputError, InputWarning
 from sweep.inputs.layers import Model, bind
 from sweep.inputs.machines import INPUT_TERM, MachineProfile
 
-#: Strategies whose rows use the p2 axis, and the one that uses S.
-HYBRIDS = frozenset({"data+filter", "data+spatial"})
-PIPELINE = "pipeline"
-#: Megatron-style data+tensor+pipeline (docs/model.md §16) and the axes only it uses.
-TENSOR = "data+tensor+pipeline"
-TENSOR_AXES: tuple[str, ...] = ("tp", "pp", "recompute", "zero")
 #: The paper's strategies: a sweep spec without ``strategies`` runs these.
-PAPER_STRATEGIES = strategies.PAPER_STRATEGIES
+PAPER_STRATEGIES: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.paper)
+#: Strategies whose rows use the p2 axis, and the one pipeline whose S defaults to p: registry
+#: reads, kept for the answers' code (sweep.answers.codesign, sensitivity) until it reads the
+#: registry itself; the inputs and the engine ask :func:`uses`.
+HYBRIDS = frozenset(s.name for s in REGISTRY.values() if "p2" in s.shared)
+PIPELINE = next(s.name for s in REGISTRY.values() if s.S_is_p)
+#: Megatron-style data+tensor+pipeline (docs/model.md §16), for the same answers' code.
+TENSOR = "data+tensor+pipeline"
 
+#: The batch as users set it (docs/model.md §2): the global batch, ``b = global_batch / p1``,
+#: and the micro-batch, ``S = b / micro_batch``; each instead of ``b`` or ``S``.
+BATCH_AXES: tuple[str, ...] = ("global_batch", "micro_batch")
+#: Every configuration axis: shared, batch as users set it, then every strategy's own (registry order).
+CONFIG_AXES: tuple[str, ...] = (*SHARED_AXES, *BATCH_AXES, *OWN_AXES)
 
-class Tensor(NamedTuple):
-    """data+tensor+pipeline's own configuration (docs/model.md §16): tensor and pipeline degrees,
-    recomputation code (:data:`kernels.transformer.RECOMPUTE`), ZeRO stage."""
-
-    tp: int = 1
-    pp: int = 1
-    recompute: int = 0
-    zero: int = 0
-
-
-def recompute_code(value) -> int:
-    """The code of a ``recompute`` value: a name of :data:`kernels.transformer.RECOMPUTE` or its code."""
-    if isinstance(value, str) and value in RECOMPUTE:
-        return RECOMPUTE.index(value)
-    if isinstance(value, int | float) and not isinstance(value, bool) and value in range(len(RECOMPUTE)):
-        return int(value)
-    raise InputError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {value!r}")
-
-
-def checked_tensor(tp: int = 1, pp: int = 1, recompute=0, zero: int = 0, flag: str = "--") -> Tensor:
-    """A :class:`Tensor` from values a user gave; a bad value is an :class:`InputError`."""
-    for name, value in (("tp", tp), ("pp", pp)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"{flag}{name} must be a whole number >= 1, got {value!r}")
-    if zero not in (0, 1) or isinstance(zero, bool):
-        raise InputError(f"{flag}zero must be 0 or 1 (ZeRO stage), got {zero!r}")
-    return Tensor(tp, pp, recompute_code(recompute), int(zero))
-
-
-#: The configuration of a strategy other than data+tensor+pipeline.
-NO_TENSOR = Tensor()
-
-
-def default_S(strategy: str, p):
-    """S when not given (docs/model.md §2, §16): p for pipeline, 1 for data+tensor+pipeline."""
-    return 1 if strategy == TENSOR else p
+#: The configuration record of the strategies' own axes: one field per name of
+#: :data:`kernels.strategies.registry.OWN_AXES`, in :class:`kernels.terms.Config` order, the
+#: default of each (codes for categorical axes). It travels from the CLI/API to the kernel.
+Own = collections.namedtuple("Own", tuple(OWN_AXES), defaults=tuple(a.default for a in OWN_AXES.values()))  # type: ignore[misc]
+#: Every own axis at its default: a strategy without own axes.
+NO_OWN = Own()
 
 
 def check_strategy(name: str) -> str:
     """An :class:`InputError` for an unknown strategy name."""
-    if name not in STRATEGIES:
-        raise InputError(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES)})")
+    if name not in REGISTRY:
+        raise InputError(f"unknown strategy '{name}' (known: {', '.join(REGISTRY)})", param="strategy")
     return name
 
 
-def uses_axis(strategy: str, axis: str) -> bool:
-    """Whether a strategy's rows multiply by an axis (docs/model.md §2): p2 for hybrids, S for pipeline."""
-    if axis == "p":
-        return strategy != "serial"
-    if axis == "p2":
-        return strategy in HYBRIDS
-    if axis == "S":
-        return strategy in (PIPELINE, TENSOR)
-    if axis in TENSOR_AXES:
-        return strategy == TENSOR
-    return True
+def uses(strategy: str, axis: str) -> bool:
+    """Whether a strategy's rows multiply by configuration axis ``axis`` (its registry entry):
+    ``global_batch`` like ``b``, ``micro_batch`` like ``S``; machine parameters always."""
+    entry = REGISTRY[strategy]
+    if axis == "global_batch":
+        return entry.uses("b")
+    if axis == "micro_batch":
+        return entry.uses("S")
+    return entry.uses(axis) if axis in CONFIG_AXES else True
+
+
+def users(axis: str) -> str:
+    """The strategies that use ``axis``, for messages."""
+    return ", ".join(name for name in REGISTRY if uses(name, axis))
+
+
+def whole(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int when it is a whole number >= ``minimum`` (an int, or a float equal to
+    one), else an :class:`InputError` naming the parameter ``name``: no string, bool or fraction."""
+    ok = not isinstance(value, bool | str)
+    try:
+        ok = ok and math.isfinite(float(value)) and float(value) == int(value)
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok or int(value) < minimum:
+        raise InputError(f"{name} must be a whole number >= {minimum}, got {value!r}", param=name)
+    return int(value)
+
+
+def ignored(strategy: str, name: str, value: Any) -> None:
+    """The one-line warning for a setting ``strategy`` does not use."""
+    warnings.warn(
+        InputWarning(f"{name} {value} is ignored: only {users(name)} use it", param=name), stacklevel=3
+    )
+
+
+def own_record(strategy: str, given: Mapping[str, Any], *, warn: bool = True) -> Own:
+    """The :class:`Own` record of ``strategy`` from the own axes a user gave (None: not given).
+
+    Each value is checked against its registry :class:`~kernels.strategies.registry.Axis`
+    (a name of a categorical axis, or a whole number in range); a bad one is an
+    :class:`InputError` naming the axis. An axis the strategy does not own is left at
+    its default, with a warning unless ``warn`` is false.
+    """
+    entry = REGISTRY[strategy]
+    values: dict[str, int] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name not in OWN_AXES:
+            raise InputError(f"unknown setting '{name}' (known: {', '.join(OWN_AXES)})", param=name)
+        try:
+            code = OWN_AXES[name].code(value)
+        except ValueError as err:
+            raise InputError(str(err), param=name) from None
+        if not entry.uses(name):
+            if warn:
+                ignored(strategy, name, value)
+            continue
+        values[name] = code
+    return Own(**values)
+
+
+def labels(own: Own) -> dict[str, str | int]:
+    """An :class:`Own` record as people read it: names for categorical axes."""
+    return {name: OWN_AXES[name].label(code) for name, code in own._asdict().items()}
+
+
+def default_S(strategy: str, p):
+    """S when not given (docs/model.md §2, §16): 1 for a strategy whose S does not default to p
+    (data+tensor+pipeline), else p (pipeline; the others ignore S)."""
+    entry = REGISTRY[strategy]
+    return 1 if entry.uses("S") and not entry.S_is_p else p
+
+
+def replicas(strategy: str, p, p2, own: Mapping[str, Any]):
+    """p1 = p // group, at least 1: the data-parallel replicas (registry ``group``); ints or arrays."""
+    q = p // REGISTRY[strategy].group(p, p2, own)
+    return q + (q < 1) * (1 - q)
+
+
+def batch_from(p1, b, S, global_batch=None, micro_batch=None):
+    """``(b, S, fits)`` with the batch as users set it (docs/model.md §2): ``b = global_batch / p1``
+    and ``S = b / micro_batch`` where given; ``fits`` whether each is a whole number >= 1 (a row
+    that does not fit is infeasible, limit ``batch``). Ints or (traced) arrays."""
+    fits = True
+    if global_batch is not None:
+        b = global_batch / p1
+        fits = (b >= 1) & (b % 1 == 0)
+    if micro_batch is not None:
+        S = b / micro_batch
+        fits = fits & (S >= 1) & (S % 1 == 0)
+    return b, S, fits
 
 
 @dataclass(frozen=True)
@@ -151,75 +213,118 @@ def p2_fits(p, p2):
 
 class Resolved(NamedTuple):
     """One configuration as evaluated and written (docs/model.md §2): the strategy's own p2
-    and S (1 where it has none), its replicas p1 and global batch B = b * p1."""
+    and S (1 where it has none), its replicas p1 and global batch B = b * p1; then its own
+    axes (:class:`Own`), whether the batch as the user set it fits (a row that does not is
+    infeasible, limit ``batch``), and the values the kernel takes (:class:`kernels.terms.Config`'s)."""
 
     p: int
-    b: int
+    b: int | float
     p2: int
-    S: int
+    S: int | float
     p1: int
     B: int
+    own: Own = NO_OWN
+    fits: bool = True
+    config: tuple = ()
 
 
-def own_values(strategy: str, p: int, b: int, p2: int, S: int, tensor: Tensor = NO_TENSOR) -> Resolved:
-    """The columns a strategy writes for a configuration whose p2 and S are already resolved."""
-    if strategy == TENSOR:
-        group = tensor.tp * tensor.pp
-        p1 = max(p // group, 1)
-        return Resolved(p, b, group, S, p1, b * p1)
-    if strategy in HYBRIDS:
-        p1, group = p // p2, p2
-    elif strategy == "data":
-        p1, group = p, 1
-    elif strategy == "serial":
-        p1, group = 1, 1
-    else:  # model-parallel: the group is all p GPUs
-        p1, group = 1, p
-    return Resolved(p, b, group, S if strategy == PIPELINE else 1, p1, b * p1)
-
-
-def _checked_given(
-    strategy: str, p: int, b: int, p2: int | None, S: int | None, flag: str, warn: bool
-) -> None:
-    for name, value in (("p", p), ("b", b), ("p2", p2), ("S", S)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag}{name} must be >= 1, got {value}")
-    if strategy == "serial" and p != 1:
-        raise InputError(f"serial runs on one GPU: {flag}p must be 1, got {p}")
-    if warn and p2 is not None and strategy not in HYBRIDS:
-        warnings.warn(f"{flag}p2 {p2} is ignored: only {' and '.join(sorted(HYBRIDS))} use it", stacklevel=3)
-    if warn and S is not None and strategy not in (PIPELINE, TENSOR):
-        warnings.warn(f"{flag}S {S} is ignored: only {PIPELINE} and {TENSOR} use it", stacklevel=3)
+def own_values(strategy: str, p: int, b, p2: int, S, own: Own = NO_OWN) -> Resolved:
+    """The columns a strategy writes for a configuration whose p2 and S are already resolved:
+    the group of its registry entry as p2, p1 = p // group, S only where the strategy has one."""
+    entry = REGISTRY[strategy]
+    group = entry.group(p, p2, own._asdict())
+    p1 = replicas(strategy, p, p2, own._asdict())
+    return Resolved(p, b, group, S if entry.uses("S") else 1, p1, b * p1, own)
 
 
 def resolve(
     profile: MachineProfile,
     strategy: str,
-    p: int,
-    b: int,
+    p: int | None = None,
+    b: int | None = None,
     p2: int | None = None,
     S: int | None = None,
     *,
-    flag: str = "--",
+    global_batch: int | None = None,
+    micro_batch: int | None = None,
+    own: Mapping[str, Any] | None = None,
     warn: bool = True,
-    tensor: Tensor | None = None,
 ) -> Resolved:
-    """Check one configuration a user gave, fill in its defaults and derive its fit (docs/model.md §2).
+    """Check one configuration a user gave against its strategy's registry entry, fill in its
+    defaults and derive its fit (docs/model.md §2).
 
-    Every value must be >= 1; serial takes p = 1 only; a hybrid's p2 must
-    divide p (:func:`p2_fits`). These are :class:`InputError` s. A p2 given to
-    a strategy other than the hybrids, or an S to one other than pipeline,
-    is ignored, with a warning unless ``warn`` is false. ``flag`` prefixes the option names in messages.
-    The result's p2 and S are the strategy's own values (:func:`own_values`).
+    Every value must be a whole number >= 1 (:func:`whole`); serial takes p = 1 only (and
+    p defaults to 1 for it); a hybrid's p2 must divide p (:func:`p2_fits`); ``b`` or
+    ``global_batch`` is given, not both, and ``S`` or ``micro_batch`` at most one of them.
+    These are :class:`InputError` s naming the parameter. A value the strategy does not use
+    (``p2`` but on a hybrid, ``S`` or ``micro_batch`` but on pipeline and
+    data+tensor+pipeline, an own axis of another strategy's) is ignored, with a warning
+    unless ``warn`` is false. A global batch that p1 does not divide, or a micro-batch that
+    does not divide b, is no error: the result's ``fits`` is false, and the row infeasible
+    (limit ``batch``), as in a sweep.
     """
     check_strategy(strategy)
-    _checked_given(strategy, p, b, p2, S, flag, warn)
-    if warn and tensor is not None and tensor != Tensor() and strategy != TENSOR:
-        warnings.warn(f"{flag}tp, pp, recompute and zero are ignored: only {TENSOR} uses them", stacklevel=2)
-    p2, S = defaults(p, p2, default_S(strategy, p) if S is None else S, default_p2(profile))
-    if strategy in HYBRIDS and not p2_fits(p, p2):
-        raise InputError(f"{flag}p2 {p2} must divide {flag}p {p}: {strategy} runs p/p2 groups of p2 GPUs")
-    return own_values(strategy, p, b, p2, S, tensor or NO_TENSOR)
+    entry = REGISTRY[strategy]
+    given = {"p": p, "b": b, "p2": p2, "S": S, "global_batch": global_batch, "micro_batch": micro_batch}
+    checked = {k: None if v is None else whole(k, v) for k, v in given.items()}
+    if checked["b"] is not None and checked["global_batch"] is not None:
+        raise InputError("give b or global_batch, not both", param=("b", "global_batch"))
+    if checked["b"] is None and checked["global_batch"] is None:
+        raise InputError("give b (samples per replica) or global_batch", param=("b", "global_batch"))
+    if checked["S"] is not None and checked["micro_batch"] is not None:
+        raise InputError("give S or micro_batch, not both", param=("S", "micro_batch"))
+    if checked["p"] is None:
+        if entry.uses("p"):
+            raise InputError("p (the number of GPUs) is required", param="p")
+        checked["p"] = 1
+    p = 1 if checked["p"] is None else checked["p"]
+    if not entry.uses("p") and p != 1:
+        raise InputError(f"{strategy} runs on one GPU: p must be 1, got {p}", param="p")
+    for name in ("p2", "S", "micro_batch"):
+        if checked[name] is not None and not uses(strategy, name):
+            if warn:
+                ignored(strategy, name, checked[name])
+            checked[name] = None
+    record = own_record(strategy, own or {}, warn=warn)
+    p2, S = defaults(
+        p,
+        checked["p2"],
+        default_S(strategy, p) if checked["S"] is None else checked["S"],
+        default_p2(profile),
+    )
+    if uses(strategy, "p2") and not p2_fits(p, p2):
+        raise InputError(
+            f"p2 {p2} must divide p {p}: {strategy} runs p/p2 groups of p2 GPUs", param=("p2", "p")
+        )
+    p1 = replicas(strategy, p, p2, record._asdict())
+    b, S, fits = batch_from(p1, checked["b"], S, checked["global_batch"], checked["micro_batch"])
+    b, S = (int(v) if v == int(v) else v for v in (b, S))
+    written = own_values(strategy, p, b, p2, S, record)
+    if checked["global_batch"] is not None:
+        written = written._replace(B=checked["global_batch"])
+    return written._replace(fits=bool(fits), config=(p, b, p2, S, *record))
+
+
+def impossible(strategy: str, net, p: int, b: int, S: int, own: Own) -> str | None:
+    """Why a configuration cannot exist on model ``net`` (:class:`kernels.network.Net`), or None:
+    its replica group (registry ``group``: tp x pp) does not divide p, tp does not divide the
+    heads, pp exceeds the layers (the kernel's own tests, docs/model.md §16), or S does not
+    divide b. A sweep keeps such rows as infeasible; a measured row of one is skipped."""
+    entry = REGISTRY[strategy]
+    named = own._asdict()
+    if entry.uses("tp") or entry.uses("pp"):
+        group = entry.group(p, 1, named)
+        if p % group:
+            return f"tp x pp = {group} does not divide p = {p}"
+    if entry.uses("tp"):
+        heads = int(np.asarray(net.transformer.heads))
+        if heads % named["tp"]:
+            return f"tp = {named['tp']} does not divide the model's {heads} attention heads"
+    if entry.uses("pp") and named["pp"] > int(np.asarray(net.n_layers)):
+        return f"pp = {named['pp']} is more than the model's {int(np.asarray(net.n_layers))} layers"
+    if entry.uses("S") and b % S:
+        return f"S = {S} micro-batches do not divide b = {b}"
+    return None
 
 
 #: A profile's overheads, hashable for compile caches: ((strategy, ((term, value), ...)), ...).

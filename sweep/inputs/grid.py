@@ -2,10 +2,12 @@
 
 A spec names models, machines, strategies and axes. :func:`plan` expands it
 into :class:`Job` s, one per (model, machine, strategy), each with the axes
-its strategy uses (p2 only for hybrids, S only for pipeline, p for all but
-serial) and its own flat index space. The last axis listed varies fastest;
-``p`` is always outermost, then ``b``, ``p2``, ``S``, then machine parameters
-in the order the spec gives them.
+its strategy uses (its registry entry's: :func:`sweep.inputs.configs.uses`)
+and its own flat index space. The last axis listed varies fastest; the
+configuration axes come first, in :data:`~sweep.inputs.configs.CONFIG_AXES`
+order (``p`` outermost, then ``b``, ``p2``, ``S``, ``global_batch``,
+``micro_batch``, the strategies' own axes), then machine parameters in the
+order the spec gives them.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 import grids
-from kernels import SCALAR_PARAMS, STRATEGIES
+from kernels import SCALAR_PARAMS
+from kernels.strategies.registry import OWN_AXES, REGISTRY
 from sweep.errors import InputError, where
-from sweep.inputs.configs import PAPER_STRATEGIES, TENSOR, TENSOR_AXES, Bound, recompute_code, uses_axis
+from sweep.inputs.configs import CONFIG_AXES, PAPER_STRATEGIES, Bound, users, uses
 from sweep.inputs.layers import Model
 from sweep.inputs.machines import MachineProfile, check_param, load_machine, warn_implausible
 from sweep.inputs.models import load_model, read_toml
 
-CONFIG_AXES: tuple[str, ...] = ("p", "b", "p2", "S", *TENSOR_AXES)
 #: Above this many points a run needs ``--yes``.
 CONFIRM_POINTS = 10**12
 #: Longest axis: digits must stay exact in float32 on the device.
@@ -113,8 +115,8 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
     if not values:
         raise InputError("axis is empty", where(origin, key=key))
     _check_length(len(values), origin, key)
-    if name in ("recompute", "zero"):
-        return _code_values(name, values, origin, key)
+    if name in OWN_AXES:
+        return _own_values(name, values, origin, key)
     if name in CONFIG_AXES:
         out = []
         for v in values:
@@ -133,19 +135,21 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
     return checked
 
 
-def _code_values(name: str, values: list, origin: str, key: str) -> np.ndarray:
-    """The ``recompute`` axis (names or codes) or the ``zero`` axis (0 or 1) as codes (docs/model.md §16)."""
+def _own_values(name: str, values: list, origin: str, key: str) -> np.ndarray:
+    """A strategy's own axis as codes: names of a categorical axis (``recompute = "full"``) or
+    whole numbers in its registry range (:meth:`kernels.strategies.registry.Axis.code`)."""
     out = []
     for v in values:
         try:
-            if name == "recompute":
-                out.append(recompute_code(v))
-            elif v in (0, 1) and not isinstance(v, bool):
-                out.append(int(v))
-            else:
-                raise InputError(f"zero takes 0 or 1 (the ZeRO stage), got {v!r}")
-        except InputError as err:
+            code = OWN_AXES[name].code(v)
+        except ValueError as err:
             raise InputError(str(err), where(origin, key=key)) from None
+        if code > MAX_CONFIG_VALUE:
+            raise InputError(
+                f"value {v:,} is over {MAX_CONFIG_VALUE:,} (configuration values stay exact in float32)",
+                where(origin, key=key),
+            )
+        out.append(code)
     return np.asarray(out, dtype=np.int64)
 
 
@@ -185,6 +189,49 @@ def _str_list(doc: dict, single: str, plural: str, origin: str) -> list:
     return value
 
 
+def _parse_axes(doc: dict, strategies: list, origin: str) -> dict[str, np.ndarray]:
+    """The spec's axes, checked: known, used by one of its strategies at least (the registry's
+    :func:`~sweep.inputs.configs.uses`), one form of each batch, b (or global_batch) and p given."""
+    raw_axes = doc.get("axes", {})
+    if not isinstance(raw_axes, dict):
+        raise InputError("must be a table", where(origin, key="axes"))
+    axes: dict[str, np.ndarray] = {}
+    for name in list(CONFIG_AXES) + [k for k in raw_axes if k not in CONFIG_AXES]:
+        if name not in raw_axes:
+            continue
+        if name not in CONFIG_AXES and name not in SCALAR_PARAMS:
+            known_axes = ", ".join((*CONFIG_AXES, *SCALAR_PARAMS))
+            raise InputError(f"unknown axis (known: {known_axes})", where(origin, key=f"axes.{name}"))
+        if not any(uses(s, name) for s in strategies):
+            raise InputError(
+                f"no strategy of the spec uses axis '{name}' (only {users(name)} do)",
+                where(origin, key=f"axes.{name}"),
+            )
+        axes[name] = _axis_values(name, raw_axes[name], origin)
+    for one, other in (("b", "global_batch"), ("S", "micro_batch")):
+        if one in axes and other in axes:
+            raise InputError(f"give axis '{one}' or '{other}', not both", where(origin, key=f"axes.{other}"))
+    if "b" not in axes and "global_batch" not in axes:
+        raise InputError(
+            "missing axis 'b' (samples per data-parallel replica) or 'global_batch'",
+            where(origin, key="axes.b"),
+        )
+    if "p" not in axes and any(uses(s, "p") for s in strategies):
+        raise InputError("missing axis 'p' (number of GPUs)", where(origin, key="axes.p"))
+    if "b" in axes and "p" in axes and int(axes["b"].max()) * int(axes["p"].max()) > MAX_BATCH:
+        raise InputError(
+            f"largest b x largest p = {int(axes['b'].max()) * int(axes['p'].max()):,} is over {MAX_BATCH:,}, "
+            "the largest global batch B the int32 output columns hold",
+            where(origin, key="axes.b"),
+        )
+    if "global_batch" in axes and int(axes["global_batch"].max()) > MAX_BATCH:
+        raise InputError(
+            f"is over {MAX_BATCH:,}, the largest global batch the int32 output columns hold",
+            where(origin, key="axes.global_batch"),
+        )
+    return axes
+
+
 def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
     """Validate a parsed sweep document (docs/inputs.md#sweep-specs)."""
     known = {
@@ -221,33 +268,13 @@ def parse_spec(doc: dict, origin: str, base: Path, text: str = "") -> SweepSpec:
     if not isinstance(strategies, list) or not strategies:
         raise InputError("must be a non-empty list", where(origin, key="strategies"))
     for s in strategies:
-        if s not in STRATEGIES:
+        if s not in REGISTRY:
             raise InputError(
-                f"unknown strategy '{s}' (known: {', '.join(STRATEGIES)})", where(origin, key="strategies")
+                f"unknown strategy '{s}' (known: {', '.join(REGISTRY)})", where(origin, key="strategies")
             )
     if len(set(strategies)) != len(strategies):
         raise InputError("a strategy is listed twice", where(origin, key="strategies"))
-    raw_axes = doc.get("axes", {})
-    if not isinstance(raw_axes, dict):
-        raise InputError("must be a table", where(origin, key="axes"))
-    axes: dict[str, np.ndarray] = {}
-    for name in list(CONFIG_AXES) + [k for k in raw_axes if k not in CONFIG_AXES]:
-        if name not in raw_axes:
-            continue
-        if name not in CONFIG_AXES and name not in SCALAR_PARAMS:
-            known_axes = ", ".join((*CONFIG_AXES, *SCALAR_PARAMS))
-            raise InputError(f"unknown axis (known: {known_axes})", where(origin, key=f"axes.{name}"))
-        axes[name] = _axis_values(name, raw_axes[name], origin)
-    if "b" not in axes:
-        raise InputError("missing axis 'b' (samples per data-parallel replica)", where(origin, key="axes.b"))
-    if "p" not in axes and any(s != "serial" for s in strategies):
-        raise InputError("missing axis 'p' (number of GPUs)", where(origin, key="axes.p"))
-    if "b" in axes and "p" in axes and int(axes["b"].max()) * int(axes["p"].max()) > MAX_BATCH:
-        raise InputError(
-            f"largest b x largest p = {int(axes['b'].max()) * int(axes['p'].max()):,} is over {MAX_BATCH:,}, "
-            "the largest global batch B the int32 output columns hold",
-            where(origin, key="axes.b"),
-        )
+    axes = _parse_axes(doc, strategies, origin)
     raw_set = doc.get("set", {})
     if not isinstance(raw_set, dict):
         raise InputError("must be a table", where(origin, key="set"))
@@ -281,7 +308,8 @@ class Job:
     bound: Bound
     strategy: str
     axes: dict[str, np.ndarray]  # outermost first
-    #: configuration columns beyond the paper's: data+tensor+pipeline's, in every job of a plan that has it
+    #: configuration columns beyond the paper's: the own axes of the plan's strategies (registry
+    #: order), in every job of the plan
     extra_columns: tuple[str, ...] = ()
     size: int = field(init=False)
 
@@ -322,11 +350,11 @@ def plan(spec: SweepSpec) -> Plan:
             raise InputError(f"two machines are named '{profile.name}'", where(spec.path, key="machines"))
         machines[profile.name] = profile
     jobs: list[Job] = []
-    extra = TENSOR_AXES if TENSOR in spec.strategies else ()
+    extra = tuple(a for a in OWN_AXES if any(REGISTRY[s].uses(a) for s in spec.strategies))
     for model in models.values():
         for profile in machines.values():
             bound = Bound.of(model, profile)
             for strategy in spec.strategies:
-                axes = {k: v for k, v in spec.axes.items() if uses_axis(strategy, k)}
+                axes = {k: v for k, v in spec.axes.items() if uses(strategy, k)}
                 jobs.append(Job(len(jobs), bound, strategy, axes, extra))
     return Plan(spec, jobs, models, machines)

@@ -4,9 +4,12 @@ One row per measured configuration (format in docs/trust.md)::
 
     model,strategy,p,b,p2,S,machine,iter_time_s[,iter_time_std_s,t_comp_s,t_comm_s,...]
 
-data+tensor+pipeline rows may give ``tp``, ``pp`` (default 1), ``recompute``
-(none, selective, full; default none) and ``zero`` (0 or 1; default 0), and take
-S = 1 when it is absent (docs/model.md §16); other strategies ignore them.
+A row may give a column per own axis of the strategy registry
+(:data:`kernels.strategies.registry.OWN_AXES`; data+tensor+pipeline's ``tp``,
+``pp``, ``recompute`` = none | selective | full, ``zero``, ``vp``, ``sp``,
+``precision`` = bf16 | fp8, docs/model.md §16), the default where absent or
+empty; a strategy ignores the axes it does not own. data+tensor+pipeline takes
+S = 1 when it is absent.
 
 ``model``, ``strategy``, ``p``, ``b`` and ``iter_time_s`` are required;
 ``p2`` and ``S`` may be absent or empty (the defaults of docs/model.md §2: p2 =
@@ -14,11 +17,13 @@ gpus_per_node for the hybrids, S = p for pipeline); ``machine`` may be absent
 when the caller names the machine for every row. Other columns are kept as
 text and ignored. ``b`` is samples per data-parallel replica, as everywhere.
 
-A bad row (unknown model or strategy, p not divisible by p2, a time <= 0, ...)
+A bad row (unknown model or strategy, p not divisible by p2, a time <= 0, a
+configuration that cannot exist: tp x pp not dividing p, tp not dividing the
+heads, pp beyond the layers, S not dividing b, :func:`~sweep.inputs.configs.impossible`)
 is reported with its line number: collected in :attr:`Measurements.skipped`,
 or raised as an :class:`~sweep.errors.InputError` with ``strict=True``. A bad
-file (missing, no header, a required column missing, no usable row) is
-always an error.
+file (missing, no header, a required column missing, no usable row: then with
+every row's reason) is always an error.
 """
 
 from __future__ import annotations
@@ -28,19 +33,19 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels import STRATEGIES
+from kernels.strategies.registry import OWN_AXES, REGISTRY
 from sweep.errors import InputError, where
 from sweep.inputs.configs import (
-    HYBRIDS,
-    NO_TENSOR,
-    TENSOR,
+    NO_OWN,
     Bound,
-    Tensor,
-    checked_tensor,
+    Own,
     default_p2,
+    default_S,
     defaults,
+    impossible,
     own_values,
     p2_fits,
+    uses,
 )
 from sweep.inputs.machines import MachineProfile, load_machine
 from sweep.inputs.models import load_model
@@ -55,10 +60,7 @@ OPTIONAL: tuple[str, ...] = (
     "iter_time_std_s",
     "t_comp_s",
     "t_comm_s",
-    "tp",
-    "pp",
-    "recompute",
-    "zero",
+    *OWN_AXES,
 )
 
 
@@ -79,7 +81,7 @@ class Run:
     t_comp_s: float | None = None
     t_comm_s: float | None = None
     fields: dict[str, str] = field(default_factory=dict, compare=False)  # every column as written
-    tensor: Tensor = NO_TENSOR  # data+tensor+pipeline's tp, pp, recompute, zero
+    own: Own = NO_OWN  # the strategy's own axes (registry), codes
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,8 @@ def read_measurements(
             continue
         runs.append(run)
     if not runs:
-        raise InputError(f"no usable rows ({len(skipped)} skipped)", str(path))
+        reasons = "".join(f"; line {s.line}: {s.reason}" for s in skipped)
+        raise InputError(f"no usable rows ({len(skipped)} skipped){reasons}", str(path))
     return Measurements(str(path), columns, runs, skipped, rows.bounds, rows.machine_of)
 
 
@@ -267,8 +270,8 @@ class _RowChecker:
         if not model_name:
             raise _Bad("empty model")
         strategy = values["strategy"]
-        if strategy not in STRATEGIES:
-            raise _Bad(f"unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+        if strategy not in REGISTRY:
+            raise _Bad(f"unknown strategy '{strategy}' (known: {', '.join(REGISTRY)})")
         model = self.model_of(model_name)
         machine_name = values.get("machine", "")
         if self.machine is None and not machine_name:
@@ -276,14 +279,14 @@ class _RowChecker:
         profile = self.profile_of(machine_name)
         p = _whole(values["p"], "p")
         b = _whole(values["b"], "b")
-        s_text = values.get("S", "") or ("1" if strategy == TENSOR else "")
+        s_text = values.get("S", "")
         p2, S = _p2_and_S(strategy, p, values.get("p2", ""), s_text, profile)
-        if strategy == "serial" and p != 1:
-            raise _Bad(f"serial needs p = 1, got {p}")
-        tensor = _tensor(values) if strategy == TENSOR else Tensor()
+        if not uses(strategy, "p") and p != 1:
+            raise _Bad(f"{strategy} needs p = 1, got {p}")
+        own = _own(strategy, values)
         # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
-        own = own_values(strategy, p, b, p2, S, tensor)
-        p2, S = own.p2, own.S
+        written = own_values(strategy, p, b, p2, S, own)
+        p2, S = written.p2, int(written.S)
         time = _seconds(values["iter_time_s"], "iter_time_s", positive=True)
         extra = {
             name: _seconds(values[name], name, positive=False) if values.get(name) else None
@@ -293,29 +296,43 @@ class _RowChecker:
         self.machine_of[machine_name] = key
         if (key, model_name) not in self.bounds:
             self.bounds[(key, model_name)] = Bound.of(model, profile)  # type: ignore[arg-type]
+        why = impossible(strategy, self.bounds[(key, model_name)].net, p, b, S, own)
+        if why:
+            raise _Bad(f"no such configuration: {why}")
         return Run(
-            line, model_name, strategy, machine_name, p, b, p2, S, time, **extra, fields=values, tensor=tensor
+            line, model_name, strategy, machine_name, p, b, p2, S, time, **extra, fields=values, own=own
         )
 
 
-def _tensor(values: dict[str, str]) -> Tensor:
-    """A data+tensor+pipeline row's tp, pp, recompute and zero (docs/model.md §16), defaults where empty."""
-    tp = _whole(values["tp"], "tp") if values.get("tp") else 1
-    pp = _whole(values["pp"], "pp") if values.get("pp") else 1
-    zero = values.get("zero") or "0"
-    if zero not in ("0", "1"):
-        raise _Bad(f"zero must be 0 or 1, got '{zero}'")
+def _own(strategy: str, values: dict[str, str]) -> Own:
+    """The row's own axes of ``strategy`` (its registry entry), codes; defaults where empty."""
+    given = {}
+    for axis in REGISTRY[strategy].own:
+        text = values.get(axis.name, "")
+        if not text:
+            continue
+        try:
+            given[axis.name] = axis.code(
+                text if axis.choices and not text.isdigit() else _number(text, axis.name)
+            )
+        except ValueError as err:
+            raise _Bad(str(err)) from None
+    return Own(**given)
+
+
+def _number(text: str, name: str) -> float:
     try:
-        return checked_tensor(tp, pp, values.get("recompute") or "none", int(zero), flag="")
-    except InputError as err:
-        raise _Bad(str(err)) from None
+        return float(text)
+    except ValueError:
+        raise _Bad(f"{name} must be a whole number, got '{text}'") from None
 
 
 def _p2_and_S(strategy: str, p: int, p2_text: str, s_text: str, profile: MachineProfile) -> tuple[int, int]:
     """The row's p2 and S as given, else their defaults (:func:`~sweep.inputs.configs.defaults`);
     a hybrid's p2 must fit p (:func:`~sweep.inputs.configs.p2_fits`)."""
     given_p2 = _whole(p2_text, "p2") if p2_text else None
-    p2, S = defaults(p, given_p2, _whole(s_text, "S") if s_text else None, default_p2(profile))
-    if strategy in HYBRIDS and not p2_fits(p, p2):
+    S = _whole(s_text, "S") if s_text else default_S(strategy, p)
+    p2, S = defaults(p, given_p2, S, default_p2(profile))
+    if uses(strategy, "p2") and not p2_fits(p, p2):
         raise _Bad(f"{strategy}: p = {p} is not divisible by p2 = {p2}")
     return p2, S

@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kernels.strategies.registry import OWN_AXES
 from sweep.errors import InputError
-from sweep.inputs.configs import TENSOR_AXES
 from sweep.inputs.grid import Job, Plan
 from sweep.output import store
 from sweep.trust.intervals import RowIntervals, posterior_params
@@ -130,7 +130,7 @@ def _annotated(
     source: pq.ParquetFile, target: pa.Schema, jobs: dict[tuple[str, str, str], _Job], level: float
 ) -> Iterator[pa.Table]:
     """``source``'s row groups, one table each, with the interval columns (at least one table)."""
-    wanted = [*NEEDED, *TENSOR_AXES, *(a for j in jobs.values() for a in j.job.machine_axes)]
+    wanted = [*NEEDED, *OWN_AXES, *(a for j in jobs.values() for a in j.job.machine_axes)]
     kind = target.field(LO).type.to_pandas_dtype()
     for i in range(max(source.num_row_groups, 1)):
         table = source.read_row_group(i) if source.num_row_groups else source.schema_arrow.empty_table()

@@ -43,7 +43,7 @@ import numpy as np
 
 from kernels import Config
 from sweep.engine.evaluate import point_fn
-from sweep.inputs.configs import TENSOR_AXES, Bound, Tensor, input_elems, model_overheads
+from sweep.inputs.configs import NO_OWN, Bound, Own, input_elems, model_overheads
 from sweep.inputs.machines import MachineProfile
 from sweep.inputs.measured import Measurements, Run
 from sweep.trust.fit import Fit
@@ -181,7 +181,7 @@ def estimate_interval(bound: Bound, row: dict, level: float = LEVEL) -> tuple[fl
     run = Run(
         line=0, model=bound.model.name, strategy=row["strategy"], machine=profile.name,
         p=int(row["p"]), b=int(row["b"]), p2=int(row["p2"]), S=int(row["S"]), iter_time_s=1.0,
-        tensor=Tensor(*(int(row.get(a, d)) for a, d in zip(TENSOR_AXES, Tensor(), strict=True))),
+        own=Own(**{a: int(row.get(a, d) or 0) for a, d in NO_OWN._asdict().items()}),
     )  # fmt: skip
     meas = Measurements(
         "estimate", (), [run], [], {(profile.name, bound.model.name): bound}, {profile.name: profile.name}
@@ -216,11 +216,11 @@ class RowIntervals:
 
     def jacobian(self, config: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """``(t_iter_s, J)`` per row of ``config``: equal-length columns as a dataset holds them,
-        ``p``, ``b``, ``p2``, ``S``, data+tensor+pipeline's ``tp``, ``pp``, ``recompute``,
-        ``zero`` (1, 1, 0, 0 where absent) and each swept machine parameter."""
+        ``p``, ``b``, ``p2``, ``S``, the strategies' own axes (registry: their defaults where
+        absent) and each swept machine parameter."""
         n = len(config["p"])
         cols = [np.asarray(config[k], np.float64) for k in ("p", "b", "p2", "S")]
-        for axis, default in zip(TENSOR_AXES, Tensor(), strict=True):
+        for axis, default in NO_OWN._asdict().items():
             cols.append(np.asarray(config[axis] if axis in config else np.full(n, default), np.float64))
         values = [np.asarray(config[k], np.float64) for k in self.swept]
         u = np.tile(self.start, (n, 1))

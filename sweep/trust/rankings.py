@@ -23,17 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sweep.inputs.configs import HYBRIDS
+from sweep.inputs.configs import own_values
 from sweep.inputs.measured import Measurements, Run
 
 
 def global_batch(run: Run) -> int:
     """Samples per iteration over all GPUs (see the module docstring)."""
-    if run.strategy == "data":
-        return run.p * run.b
-    if run.strategy in HYBRIDS:
-        return run.p // run.p2 * run.b
-    return run.b
+    return int(own_values(run.strategy, run.p, run.b, run.p2, run.S, run.own).B)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def groups(meas: Measurements) -> list[Group]:
         runs = [meas.runs[i] for i in index]
         cfg = Config(
             *(np.asarray([getattr(r, k) for r in runs], np.float64) for k in ("p", "b", "p2", "S")),
-            *np.asarray([r.tensor for r in runs], np.float64).T,  # data+tensor+pipeline's own
+            *np.asarray([r.own for r in runs], np.float64).T,  # the strategies' own axes (registry)
         )
         out.append(Group(machine, model, strategy, bound.profile, bound.net, cfg, np.asarray(index)))
     return out

@@ -91,3 +91,96 @@ def test_sensitivity_of_tensor_rows(tmp_path):
             b=8,
             target="t_epoch_s <= 1",
         )
+
+
+# ------------------------------------------------------------------ the batch as users set it
+
+BATCH_SPEC = {
+    "name": "gpt-tiny-batch",
+    "model": "gpt-l2-h64-a4-s32-v100",
+    "machine": "a100-ib800",
+    "strategies": ["data", "data+tensor+pipeline"],
+    "axes": {
+        "p": [4, 8],
+        "global_batch": [16, 24],
+        "micro_batch": [1, 2, 3],
+        "tp": [1, 2],
+        "pp": [1, 2],
+        "recompute": ["none", "full"],
+    },
+}
+
+
+def test_global_batch_and_micro_batch_in_a_sweep(tmp_path):
+    """b = global_batch / p1 and S = b / micro_batch, computed in the sweep's program: each row
+    equals the sweep of the b and S they give, and a batch that does not divide is infeasible,
+    limit batch."""
+    api.run(BATCH_SPEC, tmp_path / "gb", x64=True)
+    rows = ds.dataset(tmp_path / "gb").to_table().to_pylist()
+    tensor = [r for r in rows if r["strategy"] == "data+tensor+pipeline"]
+    data = [r for r in rows if r["strategy"] == "data"]
+    # data uses no micro_batch: 2 p x 2 global batches; tensor 2 x 2 x 3 x 2 x 2 x 2
+    assert len(data) == 4 and len(tensor) == 96
+    # data: p1 = p, b = 16/4 = 4, 24/4 = 6, 16/8 = 2, 24/8 = 3
+    assert sorted((r["p"], r["b"], r["global_batch"]) for r in data) == [
+        (4, 4, 16), (4, 6, 24), (8, 2, 16), (8, 3, 24)
+    ]  # fmt: skip
+    # p = 8, tp = 2, pp = 1: p1 = 4, so global batch 24 gives b = 6; micro-batch 2 gives S = 3
+    row = next(
+        r
+        for r in tensor
+        if (r["p"], r["global_batch"], r["tp"], r["pp"], r["recompute"]) == (8, 24, 2, 1, 2) and r["S"] == 3
+    )
+    assert (row["p1"], row["b"]) == (4, 6)
+    one = api.estimate(
+        BATCH_SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=6, S=3, tp=2, recompute="full"
+    )
+    for column in ("t_comp_s", "t_allreduce_s", "t_p2p_s", "mem_bytes", "t_iter_s", "t_epoch_s"):
+        assert row[column] == pytest.approx(one[column], rel=1e-12), column
+    # a row fits when p1 = p / (tp pp) divides the global batch and the micro-batch divides
+    # b; every other row is infeasible with limit batch (checked first, docs/model.md §11)
+    want = 0
+    for p in (4, 8):
+        for gb in (16, 24):
+            for tp in (1, 2):
+                for pp in (1, 2):
+                    b = gb / (p // (tp * pp))
+                    want += 2 * sum(not (b == int(b) and b % m == 0) for m in (1, 2, 3))  # 2 recomputes
+    assert want > 0 and sum(r["limit_reason"] == "batch" for r in tensor) == want
+    # e.g. p = 8, tp = pp = 1, global batch 24: b = 3, micro-batch 2 does not divide it
+
+
+def test_vp_sp_precision_are_spec_axes_and_columns(tmp_path):
+    """The registry's new axes travel through a spec (categorical ones by name) into columns."""
+    spec = {
+        **SPEC,
+        "axes": {"p": [8], "b": [8], "tp": [2], "vp": [1, 2], "sp": [0, 1], "precision": ["bf16", "fp8"]},
+    }
+    api.run(spec, tmp_path / "new", x64=True)
+    rows = ds.dataset(tmp_path / "new").to_table().to_pylist()
+    tensor = [r for r in rows if r["strategy"] == "data+tensor+pipeline"]
+    assert sorted((r["vp"], r["sp"], r["precision"]) for r in tensor) == [
+        (v, s, c) for v in (1, 2) for s in (0, 1) for c in (0, 1)
+    ]
+    # data has none of them: the defaults (vp 1, sp 0, precision bf16 = code 0)
+    assert all((r["vp"], r["sp"], r["precision"]) == (1, 0, 0) for r in rows if r["strategy"] == "data")
+
+
+def test_the_kernel_receives_every_own_axis(monkeypatch):
+    """estimate hands vp, sp and precision to the kernel in its Config (the kernel ignores them
+    until the transformer physics reads them): a stand-in kernel writes them into a column."""
+    from kernels.strategies import megatron
+    from sweep.engine import evaluate
+
+    real = megatron.data_tensor_pipeline
+
+    def spy(net, machine, cfg):
+        cost = real(net, machine, cfg)
+        return cost._replace(t_halo_s=cfg.vp + 10 * cfg.sp + 100 * cfg.precision + 1000 * cfg.tp)
+
+    monkeypatch.setitem(evaluate.STRATEGIES, "data+tensor+pipeline", spy)
+    row = api.estimate(
+        SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, vp=2, sp=1, precision="fp8"
+    )
+    assert row["t_halo_s"] == 2 + 10 * 1 + 100 * 1 + 1000 * 2
+    assert (row["vp"], row["sp"], row["precision"]) == (2, 1, 1)

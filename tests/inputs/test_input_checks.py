@@ -12,8 +12,9 @@ import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
+from kernels.strategies.registry import OWN_AXES
 from sweep.cli.main import cli
-from sweep.errors import InputError
+from sweep.errors import InputError, InputWarning
 from sweep.inputs.configs import p2_fits, resolve
 from sweep.inputs.grid import load_spec
 from sweep.inputs.machines import load_machine
@@ -184,20 +185,41 @@ def test_serial_with_more_than_one_gpu_is_an_error(runner):
     assert runner.invoke(cli, [*args, "--p", "1"]).exit_code == 0
 
 
-@pytest.mark.parametrize(
-    ("strategy", "option", "message"),
-    [
-        ("data", ("--p2", "8"), "--p2 8 is ignored"),
-        ("pipeline", ("--p2", "2"), "--p2 2 is ignored"),
-        ("data+filter", ("--S", "4"), "--S 4 is ignored"),
-        ("filter", ("--S", "2"), "--S 2 is ignored"),
-    ],
-)
+IGNORED = [
+    ("data", ("--p2", "8"), "--p2 8 is ignored"),
+    ("pipeline", ("--p2", "2"), "--p2 2 is ignored"),
+    ("data+filter", ("--S", "4"), "--S 4 is ignored"),
+    ("filter", ("--S", "2"), "--S 2 is ignored"),
+    ("data", ("--tp", "2"), "--tp 2 is ignored"),
+    ("pipeline", ("--recompute", "full"), "--recompute full is ignored"),
+    ("data+spatial", ("--micro-batch", "4"), "--micro-batch 4 is ignored"),
+]
+
+
+@pytest.mark.parametrize(("strategy", "option", "message"), IGNORED)
 def test_an_option_the_strategy_ignores_warns(strategy, option, message):
+    """The library's warning names the parameter (``p2``); the CLI writes its flag (``--p2``)."""
     profile = load_machine("abci")
-    given = {option[0].lstrip("-"): int(option[1])}
-    with pytest.warns(UserWarning, match=re.escape(message)):
-        resolve(profile, strategy, 8, 32, **given)
+    name = option[0].lstrip("-").replace("-", "_")
+    value = option[1] if name == "recompute" else int(option[1])
+    own = {name: value} if name in OWN_AXES else {}
+    given = {} if own else {name: value}
+    with pytest.warns(
+        InputWarning, match="^" + re.escape(message.removeprefix("--").replace("-", "_"))
+    ) as got:
+        resolve(profile, strategy, 8, 32, own=own, **given)
+    assert got[0].message.param == (name,)
+
+
+@pytest.mark.parametrize(("strategy", "option", "message"), IGNORED)
+def test_the_cli_warns_of_an_ignored_option_by_its_flag(runner, strategy, option, message):
+    args = ["estimate", "--model", "resnet50", "--machine", "abci", "--strategy", strategy, "--p", "8"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # shown as the CLI shows them, not raised
+        result = runner.invoke(cli, [*args, "--b", "32", *option])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: {message}"), result.stderr
 
 
 def test_options_the_strategy_uses_do_not_warn():
@@ -205,12 +227,13 @@ def test_options_the_strategy_uses_do_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # p1 = 8/2 = 4 groups, B = 32 * 4; pipeline keeps its S
-        assert tuple(resolve(profile, "data+filter", 8, 32, p2=2)) == (8, 32, 2, 1, 4, 128)
-        assert tuple(resolve(profile, "pipeline", 8, 32, S=4)) == (8, 32, 8, 4, 1, 32)
+        # (p, b, p2, S, p1, B) as written
+        assert tuple(resolve(profile, "data+filter", 8, 32, p2=2))[:6] == (8, 32, 2, 1, 4, 128)
+        assert tuple(resolve(profile, "pipeline", 8, 32, S=4))[:6] == (8, 32, 8, 4, 1, 32)
         # defaults: p2 = gpus_per_node = 4 on abci, S = p
-        assert tuple(resolve(profile, "data+spatial", 8, 32)) == (8, 32, 4, 1, 2, 64)
-        assert tuple(resolve(profile, "pipeline", 8, 32)) == (8, 32, 8, 8, 1, 32)
-        assert tuple(resolve(profile, "data", 8, 32)) == (8, 32, 1, 1, 8, 256)
+        assert tuple(resolve(profile, "data+spatial", 8, 32))[:6] == (8, 32, 4, 1, 2, 64)
+        assert tuple(resolve(profile, "pipeline", 8, 32))[:6] == (8, 32, 8, 8, 1, 32)
+        assert tuple(resolve(profile, "data", 8, 32))[:6] == (8, 32, 1, 1, 8, 256)
 
 
 def test_p2_fits():

@@ -73,12 +73,20 @@ def test_spec_axes_of_data_tensor_pipeline():
     assert list(data.axes) == ["p", "b"]
     assert list(tensor.axes) == ["p", "b", "S", "tp", "pp", "recompute", "zero"]
     assert list(tensor.axes["recompute"]) == [0, 2]
-    assert data.extra_columns == tensor.extra_columns == ("tp", "pp", "recompute", "zero")
+    # every own axis of the registry entry, swept or not
+    assert (
+        data.extra_columns
+        == tensor.extra_columns
+        == ("tp", "pp", "recompute", "zero", "vp", "sp", "precision")
+    )
 
 
 @pytest.mark.parametrize(
     ("axes", "message"),
-    [({"recompute": ["some"]}, "recompute must be one of"), ({"zero": [2]}, "zero takes 0 or 1")],
+    [
+        ({"recompute": ["some"]}, "recompute must be one of"),
+        ({"zero": [2]}, "zero must be >= 0 and <= 1, got 2"),
+    ],
 )
 def test_bad_tensor_axes(axes, message):
     with pytest.raises(InputError, match=message):
@@ -104,9 +112,10 @@ def test_measured_rows_read_the_tensor_columns(tmp_path):
     )
     meas = read_measurements(path)
     first, second, data = meas.runs
-    assert (first.tensor, first.p2, first.S) == ((2, 2, 2, 0), 4, 4)
-    assert (second.tensor, second.S) == ((2, 2, 0, 0), 1)  # S defaults to 1, recompute to none
-    assert data.tensor == (1, 1, 0, 0) and data.p2 == 1  # other strategies ignore the columns
+    # own = (tp, pp, recompute, zero, vp, sp, precision): the registry's defaults where not given
+    assert (first.own, first.p2, first.S) == ((2, 2, 2, 0, 1, 0, 0), 4, 4)
+    assert (second.own, second.S) == ((2, 2, 0, 0, 1, 0, 0), 1)  # S defaults to 1, recompute to none
+    assert data.own == (1, 1, 0, 0, 1, 0, 0) and data.p2 == 1  # other strategies ignore the columns
     assert [s.line for s in meas.skipped] == [4] and "recompute must be one of" in meas.skipped[0].reason
 
 
