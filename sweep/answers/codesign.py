@@ -28,32 +28,31 @@ between two grid neighbours and back is invisible to the grid.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from kernels import SCALAR_PARAMS, Config
-from sweep.engine import backend
-from sweep.engine.evaluate import RESULT_COLUMNS, point_fn, row_dict
+from kernels.names import BATCH
+from kernels.strategies import registry
+from sweep.engine import backend, evaluate
+from sweep.engine.evaluate import RESULT_COLUMNS, Evaluator, Inputs, row_dict
 from sweep.errors import InputError
 from sweep.inputs.configs import (
-    HYBRIDS,
-    PIPELINE,
-    TENSOR,
     Bound,
     Overheads,
     check_strategy,
     default_p2,
     defaults,
     frozen_overheads,
-    own_values,
     p2_fits,
 )
 from sweep.output import store
@@ -114,6 +113,10 @@ class Question:
     B: tuple[int, ...] | None = None
     p2: tuple[int, ...] | None = None
     S: tuple[int, ...] | None = None
+    micro_batch: tuple[int, ...] | None = None
+    #: lists of the strategies' own axes by name (codes), e.g. (("tp", (1, 2, 4)), ...); an axis
+    #: not listed takes every legal value (tp, pp, recompute, zero) or its default (the others)
+    own: tuple[tuple[str, tuple[int, ...]], ...] = ()
     target: Target | None = None
     beats: str | None = None
     metric: str = "t_epoch_s"
@@ -128,6 +131,8 @@ class Question:
         if self.target:
             what.append(f"best {self.target.text()} over {', '.join(self.strategies)}")
         batch = f"B in {_list(self.B)}" if self.B else f"b in {_list(self.b or ())}"
+        if self.micro_batch:
+            batch += f", micro-batch in {_list(self.micro_batch)}"
         return f"{' and '.join(what)}, at p = {self.p:,} ({batch}), for {self.param} in [{lo:.4g}, {hi:.4g}]"
 
 
@@ -150,6 +155,8 @@ class Answer:
     largest: float | None
     best: list[dict] = field(default_factory=list)  # best configuration per strategy at the threshold
     at: float | None = None  # the parameter value ``best`` was evaluated at
+    other: list[dict] = field(default_factory=list)  # the same on the threshold's other side
+    other_at: float | None = None  # the parameter value ``other`` was evaluated at
 
     @property
     def threshold(self) -> float | None:
@@ -194,6 +201,8 @@ class Answer:
             "verdict": self.verdict(),
             "at": self.at,
             "best": self.best,
+            "other_at": self.other_at,
+            "other": self.other,
         }
 
 
@@ -207,22 +216,121 @@ def check_param(name: str) -> str:
     return name
 
 
-def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
-    """``[n, 4]`` float64 (p, b, p2, S) rows of one strategy at ``q.p``; hybrids keep p2 | p."""
+class Candidates(NamedTuple):
+    """The configurations of one strategy a question chooses from: ``rows[n, len(columns)]``
+    (float64 values of the :class:`kernels.Config` fields ``columns``) and ``valid[n]``, false
+    where the global batch does not split (limit ``batch``)."""
+
+    rows: np.ndarray
+    valid: np.ndarray
+    columns: tuple[str, ...]
+
+    def config(self, row) -> Config:
+        """The :class:`kernels.Config` of one row (or of a batch of rows, under vmap)."""
+        return Config(**{c: row[i] for i, c in enumerate(self.columns)})
+
+
+def batch_split(
+    global_batch: int, p: int, group: int, micro_batch: int | None
+) -> tuple[int, int | None, bool]:
+    """``(b, S, divides)`` of a fixed global batch: ``b = B / p1`` samples per replica with
+    ``p1 = p / group`` replicas, ``S = b / micro_batch`` micro-batches (None without a micro-batch
+    size). ``divides`` is false where p1, b or S is not a whole number (the row is infeasible,
+    ``batch``); b and S are then rounded down, at least 1, so that the row still evaluates."""
+    p1, p_rest = divmod(p, group) if group >= 1 else (0, 1)
+    b, b_rest = divmod(global_batch, p1) if p1 >= 1 else (0, 1)
+    ok = p_rest == 0 and b_rest == 0 and b >= 1
+    if micro_batch is None:
+        return max(b, 1), None, ok
+    S, s_rest = divmod(b, micro_batch)
+    return max(b, 1), max(S, 1), ok and s_rest == 0 and S >= 1
+
+
+def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
+    """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
+    tp dividing the attention heads and p, pp up to the transformer blocks (the layers of a model
+    without attention) with tp pp dividing p, every choice of a categorical axis, 0 and 1 of a
+    0/1 axis; other axes their default."""
+    entry = registry.entry(strategy)
+    heads = int(np.asarray(bound.net.transformer.heads))
+    attention = sum(1 for layer in bound.model.layers if layer.kind == "attention")
+    blocks = attention or int(np.asarray(bound.net.n_layers))
+    out: dict[str, tuple[int, ...]] = {}
+    for axis in entry.own:
+        if axis.name == "tp":
+            out["tp"] = tuple(t for t in range(1, min(heads, p) + 1) if heads % t == 0 and p % t == 0)
+        elif axis.name == "pp":
+            out["pp"] = tuple(range(1, min(blocks, p) + 1))  # tp pp | p is checked per pair
+        elif axis.choices:
+            out[axis.name] = tuple(range(len(axis.choices)))
+        elif axis.maximum is not None and axis.maximum - axis.minimum == 1 and axis.name == "zero":
+            out[axis.name] = (axis.minimum, axis.maximum)
+        else:
+            out[axis.name] = (axis.default,)
+    return out
+
+
+def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
+    """The configurations of one strategy at ``q.p``: hybrids keep p2 | p; a fixed global batch
+    gives each its b (and, with micro-batch sizes, its S) by :func:`batch_split`; a strategy's own
+    axes take ``q.own``'s lists, else :func:`legal_values` (where the pair tp, pp does not divide
+    p it is left out of the default lists)."""
+    entry = registry.entry(strategy)
     gpn = default_p2(bound.profile)
     p = q.p
-    p2s = (q.p2 or (None,)) if strategy in HYBRIDS else (None,)
-    Ss = (q.S or (None,)) if strategy == PIPELINE else (None,)
-    rows = []
-    for given_p2 in p2s:
-        for given_S in Ss:
-            p2, S = defaults(p, given_p2, given_S, gpn)
-            if strategy in HYBRIDS and not p2_fits(p, p2):
+    given = dict(q.own)
+    legal = legal_values(bound, strategy, p) if entry.own else {}
+    names = tuple(a.name for a in entry.own)
+    lists = [given.get(n, legal.get(n, ())) for n in names]
+    uses_S = entry.uses("S")
+    p2s = (q.p2 or (None,)) if entry.uses("p2") else (None,)
+    Ss = (q.S or (None,)) if uses_S and not q.micro_batch else (None,)
+    default_S = 1 if uses_S and not entry.S_is_p else p  # S = p where a strategy does not read it
+    rows: dict[tuple, bool] = {}
+    for own in itertools.product(*lists):
+        values = dict(zip(names, own, strict=True))
+        if (
+            {"tp", "pp"} <= values.keys()
+            and not {"tp", "pp"} & given.keys()
+            and p % (values["tp"] * values["pp"])
+        ):
+            continue  # the default lists hold the pairs that divide p
+        for given_p2 in p2s:
+            p2, _ = defaults(p, given_p2, None, gpn)
+            if entry.uses("p2") and not p2_fits(p, p2):
                 continue
-            p1 = own_values(strategy, p, 1, p2, S).p1
-            bs = [big // p1 for big in q.B if big % p1 == 0 and big >= p1] if q.B else list(q.b or ())
-            rows += [(p, b, p2, S) for b in bs]
-    return np.asarray(sorted(set(rows)), dtype=np.float64).reshape(-1, 4)
+            group = entry.group(p, p2, values) if strategy != "serial" else p
+            for given_S in Ss:
+                S0 = default_S if given_S is None else given_S
+                if q.B:
+                    batches = [batch_split(big, p, group, None)[::2] for big in q.B]
+                else:
+                    batches = [(b, True) for b in q.b or ()]
+                for b, ok_b in batches:
+                    if not ok_b and not entry.own:
+                        continue  # a paper strategy's batch that does not split is left out
+                    if q.micro_batch and uses_S:
+                        sizes: Sequence[int | None] = q.micro_batch
+                    elif uses_S and entry.own and not q.S:
+                        sizes = [m for m in range(1, b + 1) if b % m == 0]  # every legal micro-batch
+                    else:
+                        sizes = [None]
+                    for mb in sizes:
+                        S = S0 if mb is None else max(b // mb, 1)
+                        ok = ok_b and (mb is None or b % mb == 0)
+                        key = (p, b, p2, S, *own)
+                        rows[key] = rows.get(key, False) or ok
+    keys = sorted(rows)
+    columns = ("p", "b", "p2", "S", *names)
+    array = np.asarray(keys, dtype=np.float64).reshape(-1, len(columns))
+    return Candidates(array, np.asarray([rows[k] for k in keys], bool), columns)
+
+
+def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
+    """``[n, 4 + own axes]`` float64 rows (p, b, p2, S, then the strategy's own axes) of the valid
+    configurations of one strategy at ``q.p`` (:func:`candidates`)."""
+    c = candidates(bound, strategy, q)
+    return c.rows[c.valid]
 
 
 def _default_range(bound: Bound, param: str) -> tuple[float, float]:
@@ -246,13 +354,22 @@ class _Shape:
     log: bool
     overheads: Overheads = ()  # the profile's calibrated overheads, hashable
 
-    def point(self, strategy: str):
-        """The configuration function, with the profile's overheads as estimate applies them."""
-        return point_fn(strategy, self.names, overheads={k: dict(v) for k, v in self.overheads} or None)
+    def evaluator(self, strategy: str) -> Evaluator:
+        """The strategy's evaluator: the parameter free, the profile's overrides and overheads fixed."""
+        return Evaluator(strategy, self.names[:1], self.names[1:], self.overheads)
 
     @property
     def all(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([*self.strategies, *([self.beats] if self.beats else [])]))
+
+
+def config_columns(strategy: str) -> tuple[str, ...]:
+    """The :class:`kernels.Config` fields of a strategy's :class:`Candidates` rows."""
+    return ("p", "b", "p2", "S", *(a.name for a in registry.entry(strategy).own))
+
+
+def _config(strategy: str, row) -> Config:
+    return Config(**{c: row[i] for i, c in enumerate(config_columns(strategy))})
 
 
 #: Compiled question shapes kept for the process (least recently used dropped first): the
@@ -262,37 +379,39 @@ PROGRAMS_KEPT = 32
 
 @functools.lru_cache(maxsize=PROGRAMS_KEPT)
 def _programs(shape: _Shape):
-    """``(pred, bisect, rows)``, jitted once per :class:`_Shape` and reused across questions."""
+    """``(pred, bisect, rows)``, jitted once per :class:`_Shape` and reused across questions.
 
-    def grid(strategy, net, machine, fixed, cfgs, valid, thetas, column):
-        f = shape.point(strategy)
+    The best configuration at a parameter value is a minimum over the evaluator vmapped over the
+    configurations; the grid vmaps that over the values (work that depends on the configuration
+    only is done once per configuration: JAX batches an operation only over the axes it reads).
+    """
+
+    def grid(strategy, inputs, cfgs, valid, thetas, column):
+        f = shape.evaluator(strategy).bind(inputs)
 
         def one(cfg, theta):
-            cost, der = f(net, machine, Config(*cfg), (theta, *fixed))
-            value = {**cost._asdict(), **der._asdict()}[column]
-            return jnp.where(cost.limit == 0, value, jnp.inf)
+            cost, der = f(_config(strategy, cfg), (theta,))
+            return jnp.where(cost.limit == 0, evaluate.column(cost, der, column), jnp.inf)
 
         vals = jax.vmap(jax.vmap(one, (None, 0)), (0, None))(cfgs, thetas)
         return jnp.where(valid[:, None], vals, jnp.inf)
 
-    def best_of(strategies, net, machine, fixed, cfgs, valid, thetas, column):
+    def best_of(strategies, inputs, cfgs, valid, thetas, column):
         out = jnp.full(thetas.shape, jnp.inf)
         for s in strategies:
             i = shape.all.index(s)
             if cfgs[i].shape[0]:
-                out = jnp.minimum(
-                    out, grid(s, net, machine, fixed, cfgs[i], valid[i], thetas, column).min(axis=0)
-                )
+                out = jnp.minimum(out, grid(s, inputs, cfgs[i], valid[i], thetas, column).min(axis=0))
         return out
 
-    def pred(net, machine, fixed, target, cfgs, valid, thetas):
+    def pred(inputs, target, cfgs, valid, thetas):
         ok = jnp.ones(thetas.shape, bool)
         if shape.beats:
-            mine = best_of(shape.strategies, net, machine, fixed, cfgs, valid, thetas, shape.metric)
-            rival = best_of((shape.beats,), net, machine, fixed, cfgs, valid, thetas, shape.metric)
+            mine = best_of(shape.strategies, inputs, cfgs, valid, thetas, shape.metric)
+            rival = best_of((shape.beats,), inputs, cfgs, valid, thetas, shape.metric)
             ok &= jnp.isfinite(mine) & (mine < rival)
         if shape.target_metric is not None:
-            best = best_of(shape.strategies, net, machine, fixed, cfgs, valid, thetas, shape.target_metric)
+            best = best_of(shape.strategies, inputs, cfgs, valid, thetas, shape.target_metric)
             op, value = target  # op: index into TARGET_OPS
             hit = jnp.select(
                 [op == 0, op == 1, op == 2], [best <= value, best < value, best >= value], best > value
@@ -300,18 +419,18 @@ def _programs(shape: _Shape):
             ok &= jnp.isfinite(best) & hit
         return ok
 
-    def bisect(net, machine, fixed, target, cfgs, valid, lo, hi, at_lo):
+    def bisect(inputs, target, cfgs, valid, lo, hi, at_lo):
         def body(_, c):
             lo, hi = c
             mid = jnp.sqrt(lo * hi) if shape.log else 0.5 * (lo + hi)
-            same = pred(net, machine, fixed, target, cfgs, valid, mid) == at_lo
+            same = pred(inputs, target, cfgs, valid, mid) == at_lo
             return jnp.where(same, mid, lo), jnp.where(same, hi, mid)
 
         return jax.lax.fori_loop(0, BISECT_STEPS, body, (lo, hi))
 
-    def rows(strategy, net, machine, fixed, cfgs, theta):
-        f = shape.point(strategy)
-        return jax.vmap(lambda cfg: f(net, machine, Config(*cfg), (theta, *fixed)))(cfgs)
+    def rows(strategy, inputs, cfgs, theta):
+        f = shape.evaluator(strategy).bind(inputs)
+        return jax.vmap(lambda cfg: f(_config(strategy, cfg), (theta,)))(cfgs)
 
     return jax.jit(pred), jax.jit(bisect), jax.jit(rows, static_argnums=0)
 
@@ -331,12 +450,7 @@ class _Problem:
             frozen_overheads(bound.profile),
         )
         self.all = self.shape.all
-        f64 = functools.partial(jax.tree_util.tree_map, lambda a: jnp.asarray(a, jnp.float64))
-        self.args = (
-            f64(bound.net),
-            f64(bound.profile.pytree(np.float64)),
-            tuple(jnp.asarray(v, jnp.float64) for v in fixed.values()),
-        )
+        self.inputs = _inputs(self.shape, bound)
         self.target = (
             jnp.asarray(TARGET_OPS.index(q.target.op) if q.target else 0, jnp.int32),
             jnp.asarray(q.target.value if q.target else 0.0, jnp.float64),
@@ -344,13 +458,18 @@ class _Problem:
         self._pred, self._bisect, self._rows = _programs(self.shape)
 
     def pred(self, cfgs, valid, thetas):
-        return self._pred(*self.args, self.target, cfgs, valid, thetas)
+        return self._pred(self.inputs, self.target, cfgs, valid, thetas)
 
     def bisect(self, cfgs, valid, lo, hi, at_lo):
-        return self._bisect(*self.args, self.target, cfgs, valid, lo, hi, at_lo)
+        return self._bisect(self.inputs, self.target, cfgs, valid, lo, hi, at_lo)
 
     def rows(self, strategy: str, cfgs, theta):
-        return self._rows(strategy, *self.args, cfgs, theta)
+        return self._rows(strategy, self.inputs, cfgs, theta)
+
+
+def _inputs(shape: _Shape, bound: Bound) -> Inputs:
+    """The evaluators' inputs (any strategy's: they share the net, machine and fixed overrides)."""
+    return shape.evaluator(shape.all[0]).inputs(bound)
 
 
 def solve(bound: Bound, q: Question) -> Answer:
@@ -363,11 +482,7 @@ def solve(bound: Bound, q: Question) -> Answer:
 def _solve(bound: Bound, q: Question) -> Answer:
     for s in (*q.strategies, *([q.beats] if q.beats else [])):
         check_strategy(s)
-        if s == TENSOR:
-            raise InputError(
-                f"{TENSOR} is not in codesign's questions yet (its tp, pp, recompute and zero are not "
-                "among the options): sweep the machine parameter with 'sweep run' and ask 'sweep best'"
-            )
+    _check_lists(q)
     check_param(q.param)
     if q.target is None and q.beats is None:
         raise InputError("give a --target (e.g. 't_epoch_s <= 10') or a rival strategy with --beats")
@@ -388,12 +503,13 @@ def _solve(bound: Bound, q: Question) -> Answer:
         raise InputError(f"--range: efficiency is at most 1, got {hi:g}")
     log = lo > 0
     prob = _Problem(bound, q, log)
-    cfg_list = [configurations(bound, s, q) for s in prob.all]
-    for s, c in zip(prob.all, cfg_list, strict=True):
-        if len(c) == 0:
-            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given b/B/p2")
-    cfgs = tuple(jnp.asarray(c) for c in cfg_list)
-    valid = tuple(jnp.ones(len(c), bool) for c in cfg_list)
+    cand = [candidates(bound, s, q) for s in prob.all]
+    for s, c in zip(prob.all, cand, strict=True):
+        if not c.valid.any():
+            given = "b/B/p2" + "/micro-batch" * bool(q.micro_batch) + "".join(f"/{k}" for k, _ in q.own)
+            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given {given}")
+    cfgs = tuple(jnp.asarray(c.rows) for c in cand)
+    valid = tuple(jnp.asarray(c.valid) for c in cand)
     thetas = np.geomspace(lo, hi, q.grid) if log else np.linspace(lo, hi, q.grid)
     thetas[0], thetas[-1] = lo, hi
     holds = np.asarray(prob.pred(cfgs, valid, jnp.asarray(thetas)))
@@ -431,25 +547,57 @@ def _solve(bound: Bound, q: Question) -> Answer:
     if at is None:
         at = hi
     answer.at = float(at)
-    answer.best = _best_rows(prob, bound, q, cfg_list, float(at))
+    answer.best = _best_rows(prob, bound, q, cand, float(at))
+    if len(crossings) == 1:
+        # the other side of the threshold: the bisection's last value where the predicate fails
+        other = float(r_lo[0] if not holds[change[0]] else r_hi[0])
+        answer.other_at = other
+        answer.other = _best_rows(prob, bound, q, cand, other)
     return answer
 
 
-def _best_rows(prob: _Problem, bound: Bound, q: Question, cfg_list, theta: float) -> list[dict]:
-    """The best feasible configuration of each strategy at ``theta`` (all columns), fastest first."""
+def _best_rows(
+    prob: _Problem, bound: Bound, q: Question, cand: Sequence[Candidates], theta: float
+) -> list[dict]:
+    """The best feasible configuration of each strategy at ``theta`` (all columns), fastest first;
+    a strategy's own axes and its micro-batch size are columns too."""
     metric = q.target.metric if q.target and not q.beats else q.metric
     out = []
     overrides = {**bound.profile.overrides, q.param: theta}
-    for s, cfgs in zip(prob.all, cfg_list, strict=True):
-        cost, der = prob.rows(s, jnp.asarray(cfgs), jnp.asarray(theta, jnp.float64))
-        value = np.asarray({**cost._asdict(), **der._asdict()}[metric], dtype=np.float64)
-        value = np.where(np.asarray(cost.limit) == 0, value, np.inf)
+    for s, c in zip(prob.all, cand, strict=True):
+        cost, der = prob.rows(s, jnp.asarray(c.rows), jnp.asarray(theta, jnp.float64))
+        value = np.asarray(evaluate.column(cost, der, metric), dtype=np.float64)
+        value = np.where((np.asarray(cost.limit) == 0) & c.valid, value, np.inf)
         i = int(np.argmin(value))
-        pick = jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], (cost, der))
-        row = row_dict(bound, s, pick[0], pick[1], overrides)
+        pick_cost, pick_der = jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], (cost, der))
+        if not c.valid[i]:  # the global batch does not split over this configuration
+            pick_cost = pick_cost._replace(limit=np.int32(BATCH))
+            pick_der = pick_der._replace(feasible=np.bool_(False))
+        row = row_dict(bound, s, pick_cost, pick_der, overrides)
+        entry = registry.entry(s)
+        for axis in entry.own:
+            row[axis.name] = axis.label(c.rows[i][c.columns.index(axis.name)])
+        if entry.own and entry.uses("S"):
+            row["micro_batch"] = row["b"] // row["S"]
         out.append(row)
     out.sort(key=lambda r: (not r["feasible"], r[metric]))
     return out
+
+
+def _check_lists(q: Question) -> None:
+    """The own-axis lists name axes of the question's strategies, with legal values."""
+    entries = [registry.entry(s) for s in (*q.strategies, *([q.beats] if q.beats else []))]
+    for name, values in q.own:
+        owners = [e for e in entries if any(a.name == name for a in e.own)]
+        if not owners:
+            raise InputError(f"--{name.replace('_', '-')}: no strategy of the question has this axis")
+        for v in values:
+            try:
+                owners[0].axis(name).code(v)
+            except ValueError as err:
+                raise InputError(f"--{name.replace('_', '-')}: {err}") from None
+    if q.micro_batch and q.S:
+        raise InputError("give --S or --micro-batch, not both")
 
 
 def codesign(
@@ -463,6 +611,12 @@ def codesign(
     B: Sequence[int] | int | None = None,
     p2: Sequence[int] | int | None = None,
     S: Sequence[int] | int | None = None,
+    micro_batch: Sequence[int] | int | None = None,
+    tp: Sequence[int] | int | None = None,
+    pp: Sequence[int] | int | None = None,
+    recompute: Sequence[int | str] | int | str | None = None,
+    zero: Sequence[int] | int | None = None,
+    own: Mapping[str, Sequence[int | str] | int | str] | None = None,
     target: str | Target | None = None,
     beats: str | None = None,
     metric: str = "t_epoch_s",
@@ -476,7 +630,11 @@ def codesign(
     ``model`` and ``machine`` are built-in names, paths, or loaded objects; ``set``
     overrides machine parameters. ``b`` (samples per replica) or ``B`` (fixed global
     batches) list the batches to choose from; ``p2`` and ``S`` the hybrids' group sizes
-    and the pipeline's micro-batches (default: gpus_per_node and p). The predicate is
+    and the pipeline's micro-batches (default: gpus_per_node and p); ``micro_batch`` sizes give
+    S = b / size instead. ``tp``, ``pp``, ``recompute``, ``zero`` (and any own axis of a strategy
+    in ``own``, by name) list the values data+tensor+pipeline chooses from at every value of the
+    parameter (default: every legal value, :func:`legal_values`; micro-batch sizes default to
+    every divisor of b). The predicate is
     ``target`` (``"t_epoch_s <= 10"``) and/or ``beats`` (a rival strategy), searched over
     ``range`` (default: the machine's value / 64 to x 64) on a ``grid`` of values.
     """
@@ -495,6 +653,8 @@ def codesign(
     bound = Bound.of(loaded, profile)
     lo, hi = range if range is not None else (None, None)
     names = [strategies] if isinstance(strategies, str) else list(strategies)
+    lists = {"tp": tp, "pp": pp, "recompute": recompute, "zero": zero, **(own or {})}
+    own_lists = tuple((k, _codes(k, v)) for k, v in lists.items() if v is not None)
     question = functools.partial(
         Question,
         strategies=tuple(x.strip() for n in names for x in n.split(",") if x.strip()),
@@ -503,6 +663,8 @@ def codesign(
         B=_tuple(B),
         p2=_tuple(p2),
         S=_tuple(S),
+        micro_batch=_tuple(micro_batch),
+        own=own_lists,
         target=parse_target(target) if isinstance(target, str) else target,
         beats=beats,
         metric=metric,
@@ -519,6 +681,20 @@ def _tuple(values: Sequence[int] | int | None) -> tuple[int, ...] | None:
     return (int(values),) if isinstance(values, int) else tuple(int(v) for v in values)
 
 
+def _codes(name: str, values) -> tuple[int, ...]:
+    """A list of an own axis's values as codes (a categorical axis takes its names)."""
+    if name not in registry.OWN_AXES:
+        raise InputError(f"unknown axis '{name}' (strategies' own axes: {', '.join(registry.OWN_AXES)})")
+    axis = registry.OWN_AXES[name]
+    items = [values] if isinstance(values, int | str) else list(values)
+    if not items:
+        raise InputError(f"--{name.replace('_', '-')} is empty")
+    try:
+        return tuple(axis.code(v) for v in items)
+    except ValueError as err:
+        raise InputError(f"--{name.replace('_', '-')}: {err}") from None
+
+
 def format_answer(a: Answer) -> str:
     """The human-readable report of one answer."""
     q = a.question
@@ -531,13 +707,26 @@ def format_answer(a: Answer) -> str:
     metric = q.target.metric if q.target and not q.beats else q.metric
     if a.best and a.at is not None:
         lines.append(f"best configuration per strategy at {q.param} = {a.at:.6g}:")
-        for r in a.best:
-            extra = f"  p2={r['p2']}" if r["strategy"] in HYBRIDS else ""
-            extra += f"  S={r['S']}" if r["strategy"] == PIPELINE else ""
-            state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
-            lines.append(
-                f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
-                f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
-                f"mem_bytes={r['mem_bytes']:.4g}{state}"
-            )
+        lines += [_format_row(r, metric) for r in a.best]
+    if a.other and a.other_at is not None:
+        lines.append(f"and on the other side of the threshold, at {q.param} = {a.other_at:.6g}:")
+        lines += [_format_row(r, metric) for r in a.other]
     return "\n".join(lines)
+
+
+def _format_row(r: dict, metric: str) -> str:
+    entry = registry.entry(r["strategy"])
+    extra = f"  p2={r['p2']}" if entry.uses("p2") else ""
+    extra += f"  S={r['S']}" if entry.uses("S") else ""
+    extra += f"  micro_batch={r['micro_batch']}" if "micro_batch" in r else ""
+    extra += "".join(f"  {x.name}={r[x.name]}" for x in entry.own if x.name in r and x.name in _SHOWN)
+    state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
+    return (
+        f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
+        f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
+        f"mem_bytes={r['mem_bytes']:.4g}{state}"
+    )
+
+
+#: Own axes a report line shows (the others are in ``--json``).
+_SHOWN = ("tp", "pp", "recompute", "zero")

@@ -37,7 +37,7 @@ import numpy as np
 from kernels import SCALAR_PARAMS, STRATEGIES
 from kernels.terms import ADDITIVE_TERMS as KERNEL_ADDITIVE
 from kernels.terms import OVERHEAD_TERMS
-from sweep.engine.evaluate import point_fn
+from sweep.engine.evaluate import Evaluator, Inputs
 from sweep.errors import InputError
 from sweep.inputs.configs import input_elems, model_overheads
 from sweep.inputs.machines import INPUT_TERM, MachineProfile, override
@@ -340,10 +340,10 @@ class Problem:
         machine, overheads, scales = parameterised(self.profile, self.params, jnp.exp(logv) - self.floor)
         out = jnp.zeros(len(self.meas.runs), jnp.float64)
         for g in self._groups:
-            f = point_fn(g.strategy, (), overheads=model_overheads(overheads, self._inputs[g.model]))
+            ev = Evaluator(g.strategy, overheads=model_overheads(overheads, self._inputs[g.model]))
             net, cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), (g.net, g.cfg))
             net = scaled_net(net, self.meas.bounds[(g.machine, g.model)].model.name, scales)
-            _, derived = jax.vmap(f, in_axes=(None, None, 0, None))(net, machine, cfg, ())
+            _, derived = jax.vmap(ev, in_axes=(None, 0))(Inputs(net, machine, ()), cfg)
             out = out.at[g.index].set(jnp.log(derived.t_iter_s))
         return out
 
