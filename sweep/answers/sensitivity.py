@@ -32,7 +32,9 @@ import pyarrow as pa
 
 from kernels import SCALAR_PARAMS, Config
 from kernels.machine import param_value
+from kernels.names import BATCH
 from kernels.strategies import registry
+from sweep.answers.codesign import batch_split
 from sweep.engine import backend
 from sweep.engine.evaluate import Evaluator, Inputs, column
 from sweep.errors import InputError
@@ -42,6 +44,7 @@ from sweep.inputs.configs import (
     TENSOR,
     TENSOR_AXES,
     Bound,
+    check_strategy,
     default_p2,
     defaults,
     resolve_config,
@@ -123,35 +126,73 @@ def sensitivity(
     bound: Bound,
     strategy: str,
     p: int,
-    b: int,
+    b: int | None,
     p2: int | None = None,
     S: int | None = None,
     metric: str = "t_epoch_s",
-    own: Mapping[str, int] | None = None,
+    own: Mapping[str, int | str] | None = None,
+    *,
+    global_batch: int | None = None,
+    micro_batch: int | None = None,
 ) -> pa.Table:
     """Elasticities of one configuration: a one-row table (see :func:`sensitivities`), in float64
     (JAX's x64 mode is on during the call and put back after). ``own`` holds the strategy's own
     axes by name (data+tensor+pipeline's ``tp``, ``pp``, ``recompute``, ``zero``, ...: codes,
-    :mod:`kernels.strategies.registry`); those not given take their defaults."""
+    :mod:`kernels.strategies.registry`); those not given take their defaults. ``global_batch``
+    instead of ``b`` gives ``b = global_batch / p1`` and ``micro_batch`` instead of ``S`` gives
+    ``S = b / micro_batch`` (:func:`sweep.answers.codesign.batch_split`); where they do not
+    divide, the row is infeasible (``batch``)."""
     _check_metric(metric)
+    if (b is None) == (global_batch is None):
+        raise InputError("give b or global_batch (not both)")
+    if S is not None and micro_batch is not None:
+        raise InputError("give S or micro_batch, not both")
     with backend.settings(jax_enable_x64=True):
-        return _one(bound, strategy, p, b, p2, S, metric, dict(own or {}))
+        return _one(bound, strategy, p, b, p2, S, metric, dict(own or {}), global_batch, micro_batch)
 
 
 def _one(
-    bound: Bound, strategy: str, p: int, b: int, p2: int | None, S: int | None, metric: str, own: dict
+    bound: Bound,
+    strategy: str,
+    p: int,
+    b: int | None,
+    p2: int | None,
+    S: int | None,
+    metric: str,
+    own: dict,
+    global_batch: int | None,
+    micro_batch: int | None,
 ) -> pa.Table:
     # a library call may pass every axis; the CLI's estimate is the one that warns of unused ones
+    check_strategy(strategy)
     entry = registry.entry(strategy)
     unknown = [k for k in own if not entry.uses(k) or k in registry.SHARED_AXES]
     if unknown:
         raise InputError(f"{strategy} has no axis '{unknown[0]}' (its own: {_own_names(entry)})")
+    try:
+        own = {**entry.defaults(), **{k: entry.axis(k).code(v) for k, v in own.items()}}
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    splits = True
+    if global_batch is not None or micro_batch is not None:
+        for name, value in (("global_batch", global_batch), ("micro_batch", micro_batch)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
+        p2_now, _ = defaults(p, p2, None, default_p2(bound.profile))
+        group = p if strategy == "serial" else entry.group(p, p2_now, own)
+        if global_batch is not None:
+            b, _, splits = batch_split(global_batch, p, group, None)
+        if micro_batch is not None:
+            assert b is not None
+            S, splits = max(b // micro_batch, 1), splits and b % micro_batch == 0
+    assert b is not None
     p2, S = resolve_config(bound.profile, strategy, p, b, p2, S, warn=False)
-    own = {**entry.defaults(), **{k: entry.axis(k).code(v) for k, v in own.items()}}
     ev, inputs = Evaluator.of(bound, strategy)
     g = _compiled(ev, metric, False)
     cfg = Config(*(jnp.asarray(v, jnp.float64) for v in (p, b, p2, S)), **_own_arrays(own))
     t, e, limit = g(inputs, cfg, ())
+    if not splits:  # the global batch or the micro-batch size does not divide
+        limit = np.int32(BATCH)
     ident: dict[str, list] = {
         "model": [bound.model.name],
         "machine": [bound.profile.name],
