@@ -709,9 +709,21 @@ def format_answer(a: Answer) -> str:
         lines.append(f"best configuration per strategy at {q.param} = {a.at:.6g}:")
         lines += [_format_row(r, metric) for r in a.best]
     if a.other and a.other_at is not None:
-        lines.append(f"and on the other side of the threshold, at {q.param} = {a.other_at:.6g}:")
-        lines += [_format_row(r, metric) for r in a.other]
+        side = "below" if a.other_at < (a.at or 0) else "above"
+        lines.append(f"just {side} the threshold, at {q.param} = {a.other_at:.12g} (fails):")
+        same = {r["strategy"]: _split(r) for r in a.best}
+        for r in a.other:
+            if same.get(r["strategy"]) == _split(r):
+                lines.append(f"  {r['strategy']:<13} the same configuration, {metric}={r[metric]:.12g}")
+            else:
+                lines.append(_format_row(r, metric))
     return "\n".join(lines)
+
+
+def _split(r: dict) -> tuple:
+    """A row's configuration: its shared and own axes."""
+    own = [x.name for x in registry.entry(r["strategy"]).own]
+    return tuple(r.get(k) for k in ("p", "b", "p2", "S", *own))
 
 
 def _format_row(r: dict, metric: str) -> str:

@@ -35,7 +35,7 @@ from kernels import Config
 from sweep.engine import compiled as traced
 from sweep.engine import index
 from sweep.engine.devices import AXIS, device_mesh, local_devices
-from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, point_fn
+from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, Evaluator, Inputs
 from sweep.engine.filters import (
     compact_indices,
     floor_div,
@@ -48,7 +48,7 @@ from sweep.engine.filters import (
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
-from sweep.inputs.configs import HYBRIDS, TENSOR, TENSOR_AXES, defaults, p2_fits
+from sweep.inputs.configs import HYBRIDS, TENSOR, TENSOR_AXES, defaults, frozen_overheads, p2_fits
 from sweep.inputs.grid import CONFIG_AXES, Job
 from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
@@ -113,7 +113,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     """``one(net, machine, at) -> (floats, ints, limit, fits)``: every column of one
     configuration of ``job``; ``at`` maps each axis to (value, digit)."""
     machine_axes = job.machine_axes
-    point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
+    ev = Evaluator(job.strategy, machine_axes, overheads=frozen_overheads(job.bound.profile))
     hybrid = job.strategy in HYBRIDS
     tensor = job.strategy == TENSOR
     fixed = job.bound.profile.override_values(dtype)
@@ -129,7 +129,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
             given["S"] = jnp.asarray(1, dtype)  # data+tensor+pipeline's default S
         p2, s = defaults(p, given["p2"], given["S"], m_eff.gpus_per_node.astype(dtype))
         own = tuple(at[k][0].astype(dtype) if k in at else jnp.asarray(d, dtype) for k, d in TENSOR_DEFAULTS)
-        cost, derived = point(net, machine, Config(p, b, p2, s, *own), swept)
+        cost, derived = ev(Inputs(net, machine, ()), Config(p, b, p2, s, *own), swept)
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
         # shared subexpressions for every output column, several times slower.
         cost, derived = jax.lax.optimization_barrier((cost, derived))

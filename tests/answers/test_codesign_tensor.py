@@ -122,4 +122,3 @@ def test_given_lists_restrict_the_choice_and_bad_values_are_refused():
         )
     with pytest.raises(InputError, match="--tp: no strategy"):
         api.codesign(MODEL, MACHINE, "data", PARAM, p=P, B=B, tp=2, target="t_iter_s <= 1")
-
