@@ -714,7 +714,7 @@ def format_answer(a: Answer) -> str:
         same = {r["strategy"]: _split(r) for r in a.best}
         for r in a.other:
             if same.get(r["strategy"]) == _split(r):
-                lines.append(f"  {r['strategy']:<13} the same configuration, {metric}={r[metric]:.12g}")
+                lines.append(f"  {r['strategy']:<13} the same configuration, {metric}={r[metric]!r}")
             else:
                 lines.append(_format_row(r, metric))
     return "\n".join(lines)

@@ -381,7 +381,7 @@ def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
         f"{row['model']} on {row['machine']}, {row['strategy']}, p={row['p']:,} b={row['b']:,}"
         + (f" p2={row['p2']}" if row["strategy"] in ("data+filter", "data+spatial") else "")
         + (f" S={row['S']}" if registry.entry(row["strategy"]).uses("S") else "")
-        + "".join(f" {a.name}={row[a.name]}" for a in registry.entry(row["strategy"]).own if a.name in row)
+        + "".join(f" {a.name}={row[a.name]}" for a in registry.entry(row["strategy"]).own if _shown(a, row))
         + f": {metric} = {row[metric]:.6g}"
         + ("" if row["feasible"] else f" (infeasible: {row[store.LIMIT_REASON]})")
     )
@@ -396,6 +396,13 @@ def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
     lines.append("not differentiated: " + ", ".join(f"{k} ({why})" for k, why in SKIPPED.items()))
     lines.append(lever_sentence(row["lever"], row["lever_e"], metric))
     return "\n".join(lines)
+
+
+def _shown(axis: registry.Axis, row: Mapping) -> bool:
+    """Whether a report shows an own axis: tp, pp, recompute and zero always, the others when set."""
+    if axis.name not in row:
+        return False
+    return axis.name in ("tp", "pp", "recompute", "zero") or row[axis.name] != axis.label(axis.default)
 
 
 def lever_sentence(name: str | None, e: float, metric: str = "t_epoch_s") -> str:

@@ -94,9 +94,9 @@ def predict(meas: Measurements) -> Predictions:
         ev = Evaluator(g.strategy, (), tuple(g.profile.overrides), frozen_overheads(g.profile))
         if ev not in compiled:
             compiled[ev] = jax.jit(jax.vmap(ev, in_axes=(None, 0)))
+        net, machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), (g.net, g.profile.pytree()))
         inputs = Inputs(
-            *jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), (g.net, g.profile.pytree())),
-            tuple(jnp.asarray(v) for v in g.profile.override_values(dtype).values()),
+            net, machine, tuple(jnp.asarray(v) for v in g.profile.override_values(dtype).values())
         )
         cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), g.cfg)
         cost, derived = compiled[ev](inputs, cfg)  # type: ignore[operator]
