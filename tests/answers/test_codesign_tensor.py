@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 
 import pytest
 
@@ -122,3 +123,22 @@ def test_given_lists_restrict_the_choice_and_bad_values_are_refused():
         )
     with pytest.raises(InputError, match="--tp: no strategy"):
         api.codesign(MODEL, MACHINE, "data", PARAM, p=P, B=B, tp=2, target="t_iter_s <= 1")
+
+
+def test_cli_lists_and_the_B_alias():
+    from click.testing import CliRunner
+
+    from sweep.cli.main import cli
+
+    args = ["codesign", "--model", MODEL, "--machine", MACHINE, "--strategy", "data+tensor+pipeline",
+            "--param", PARAM, "--p", str(P), "--target", "t_iter_s <= 1e9", "--grid", "8", "--tp", "2",
+            "--pp", "2", "--micro-batch", "1,2", "--recompute", "full,none", "--zero", "0", "--json"]  # fmt: skip
+    runner = CliRunner()
+    one = runner.invoke(cli, [*args, "--global-batch", str(B)])
+    assert one.exit_code == 0, one.output
+    [row] = json.loads(one.stdout)["best"]
+    assert (row["tp"], row["pp"], row["zero"], row["global_batch"]) == (2, 2, 0, B)
+    assert row["micro_batch"] in (1, 2) and row["recompute"] in ("full", "none")
+    assert runner.invoke(cli, [*args, "--B", str(B)]).stdout == one.stdout
+    bad = runner.invoke(cli, [*args[:-3], "--zero", "2", "--B", str(B)])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
