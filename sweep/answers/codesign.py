@@ -28,21 +28,22 @@ between two grid neighbours and back is invisible to the grid.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import SCALAR_PARAMS, Config
+from kernels import SCALAR_PARAMS
 from kernels.names import BATCH
 from kernels.strategies import registry
+from sweep.answers.splits import Candidates, candidates, check_lists, codes, row_config
+from sweep.answers.splits import configurations as configurations  # re-exported: codesign's rows
 from sweep.engine import backend, evaluate
 from sweep.engine.evaluate import RESULT_COLUMNS, Evaluator, Inputs, row_dict
 from sweep.errors import InputError
@@ -50,10 +51,7 @@ from sweep.inputs.configs import (
     Bound,
     Overheads,
     check_strategy,
-    default_p2,
-    defaults,
     frozen_overheads,
-    p2_fits,
 )
 from sweep.output import store
 
@@ -216,127 +214,6 @@ def check_param(name: str) -> str:
     return name
 
 
-class Candidates(NamedTuple):
-    """The configurations of one strategy a question chooses from: ``rows[n, len(columns)]``
-    (float64 values of the :class:`kernels.Config` fields ``columns``) and ``valid[n]``, false
-    where the global batch does not split (limit ``batch``)."""
-
-    rows: np.ndarray
-    valid: np.ndarray
-    columns: tuple[str, ...]
-
-    def config(self, row) -> Config:
-        """The :class:`kernels.Config` of one row (or of a batch of rows, under vmap)."""
-        return Config(**{c: row[i] for i, c in enumerate(self.columns)})
-
-
-def batch_split(
-    global_batch: int, p: int, group: int, micro_batch: int | None
-) -> tuple[int, int | None, bool]:
-    """``(b, S, divides)`` of a fixed global batch: ``b = B / p1`` samples per replica with
-    ``p1 = p / group`` replicas, ``S = b / micro_batch`` micro-batches (None without a micro-batch
-    size). ``divides`` is false where p1, b or S is not a whole number (the row is infeasible,
-    ``batch``); b and S are then rounded down, at least 1, so that the row still evaluates."""
-    p1, p_rest = divmod(p, group) if group >= 1 else (0, 1)
-    b, b_rest = divmod(global_batch, p1) if p1 >= 1 else (0, 1)
-    ok = p_rest == 0 and b_rest == 0 and b >= 1
-    if micro_batch is None:
-        return max(b, 1), None, ok
-    S, s_rest = divmod(b, micro_batch)
-    return max(b, 1), max(S, 1), ok and s_rest == 0 and S >= 1
-
-
-#: Own axes whose every legal value co-design searches by default; the others take their default.
-SEARCHED = ("tp", "pp", "recompute", "zero")
-
-
-def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
-    """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
-    tp dividing the attention heads and p, pp up to the transformer blocks (the layers of a model
-    without attention) with tp pp dividing p, every recomputation mode, ZeRO 0 and 1; the axes
-    not in :data:`SEARCHED` their default."""
-    entry = registry.entry(strategy)
-    heads = int(np.asarray(bound.net.transformer.heads))
-    attention = sum(1 for layer in bound.model.layers if layer.kind == "attention")
-    blocks = attention or int(np.asarray(bound.net.n_layers))
-    out: dict[str, tuple[int, ...]] = {}
-    for axis in entry.own:
-        if axis.name == "tp":
-            out["tp"] = tuple(t for t in range(1, min(heads, p) + 1) if heads % t == 0 and p % t == 0)
-        elif axis.name == "pp":
-            out["pp"] = tuple(range(1, min(blocks, p) + 1))  # tp pp | p is checked per pair
-        elif axis.name in SEARCHED and axis.choices:
-            out[axis.name] = tuple(range(len(axis.choices)))
-        elif axis.name in SEARCHED and axis.maximum is not None:
-            out[axis.name] = tuple(range(axis.minimum, axis.maximum + 1))
-        else:
-            out[axis.name] = (axis.default,)
-    return out
-
-
-def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
-    """The configurations of one strategy at ``q.p``: hybrids keep p2 | p; a fixed global batch
-    gives each its b (and, with micro-batch sizes, its S) by :func:`batch_split`; a strategy's own
-    axes take ``q.own``'s lists, else :func:`legal_values` (where the pair tp, pp does not divide
-    p it is left out of the default lists)."""
-    entry = registry.entry(strategy)
-    gpn = default_p2(bound.profile)
-    p = q.p
-    given = dict(q.own)
-    legal = legal_values(bound, strategy, p) if entry.own else {}
-    names = tuple(a.name for a in entry.own)
-    lists = [given.get(n, legal.get(n, ())) for n in names]
-    uses_S = entry.uses("S")
-    p2s = (q.p2 or (None,)) if entry.uses("p2") else (None,)
-    Ss = (q.S or (None,)) if uses_S and not q.micro_batch else (None,)
-    default_S = 1 if uses_S and not entry.S_is_p else p  # S = p where a strategy does not read it
-    rows: dict[tuple, bool] = {}
-    for own in itertools.product(*lists):
-        values = dict(zip(names, own, strict=True))
-        if (
-            {"tp", "pp"} <= values.keys()
-            and not {"tp", "pp"} & given.keys()
-            and p % (values["tp"] * values["pp"])
-        ):
-            continue  # the default lists hold the pairs that divide p
-        for given_p2 in p2s:
-            p2, _ = defaults(p, given_p2, None, gpn)
-            if entry.uses("p2") and not p2_fits(p, p2):
-                continue
-            group = entry.group(p, p2, values) if strategy != "serial" else p
-            for given_S in Ss:
-                S0 = default_S if given_S is None else given_S
-                if q.B:
-                    batches = [batch_split(big, p, group, None)[::2] for big in q.B]
-                else:
-                    batches = [(b, True) for b in q.b or ()]
-                for b, ok_b in batches:
-                    if not ok_b and not entry.own:
-                        continue  # a paper strategy's batch that does not split is left out
-                    if q.micro_batch and uses_S:
-                        sizes: Sequence[int | None] = q.micro_batch
-                    elif uses_S and entry.own and not q.S:
-                        sizes = [m for m in range(1, b + 1) if b % m == 0]  # every legal micro-batch
-                    else:
-                        sizes = [None]
-                    for mb in sizes:
-                        S = S0 if mb is None else max(b // mb, 1)
-                        ok = ok_b and (mb is None or b % mb == 0)
-                        key = (p, b, p2, S, *own)
-                        rows[key] = rows.get(key, False) or ok
-    keys = sorted(rows)
-    columns = ("p", "b", "p2", "S", *names)
-    array = np.asarray(keys, dtype=np.float64).reshape(-1, len(columns))
-    return Candidates(array, np.asarray([rows[k] for k in keys], bool), columns)
-
-
-def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
-    """``[n, 4 + own axes]`` float64 rows (p, b, p2, S, then the strategy's own axes) of the valid
-    configurations of one strategy at ``q.p`` (:func:`candidates`)."""
-    c = candidates(bound, strategy, q)
-    return c.rows[c.valid]
-
-
 def _default_range(bound: Bound, param: str) -> tuple[float, float]:
     base = float(bound.profile.value(param))
     if param == "efficiency":
@@ -367,15 +244,6 @@ class _Shape:
         return tuple(dict.fromkeys([*self.strategies, *([self.beats] if self.beats else [])]))
 
 
-def config_columns(strategy: str) -> tuple[str, ...]:
-    """The :class:`kernels.Config` fields of a strategy's :class:`Candidates` rows."""
-    return ("p", "b", "p2", "S", *(a.name for a in registry.entry(strategy).own))
-
-
-def _config(strategy: str, row) -> Config:
-    return Config(**{c: row[i] for i, c in enumerate(config_columns(strategy))})
-
-
 #: Compiled question shapes kept for the process (least recently used dropped first): the
 #: programs depend only on the shape, so the answers are the same whether one is kept or not.
 PROGRAMS_KEPT = 32
@@ -394,7 +262,7 @@ def _programs(shape: _Shape):
         f = shape.evaluator(strategy).bind(inputs)
 
         def one(cfg, theta):
-            cost, der = f(_config(strategy, cfg), (theta,))
+            cost, der = f(row_config(strategy, cfg), (theta,))
             return jnp.where(cost.limit == 0, evaluate.column(cost, der, column), jnp.inf)
 
         vals = jax.vmap(jax.vmap(one, (None, 0)), (0, None))(cfgs, thetas)
@@ -434,7 +302,7 @@ def _programs(shape: _Shape):
 
     def rows(strategy, inputs, cfgs, theta):
         f = shape.evaluator(strategy).bind(inputs)
-        return jax.vmap(lambda cfg: f(_config(strategy, cfg), (theta,)))(cfgs)
+        return jax.vmap(lambda cfg: f(row_config(strategy, cfg), (theta,)))(cfgs)
 
     return jax.jit(pred), jax.jit(bisect), jax.jit(rows, static_argnums=0)
 
@@ -486,7 +354,7 @@ def solve(bound: Bound, q: Question) -> Answer:
 def _solve(bound: Bound, q: Question) -> Answer:
     for s in (*q.strategies, *([q.beats] if q.beats else [])):
         check_strategy(s)
-    _check_lists(q)
+    check_lists(q, (*q.strategies, *([q.beats] if q.beats else [])))
     check_param(q.param)
     if q.target is None and q.beats is None:
         raise InputError("give a --target (e.g. 't_epoch_s <= 10') or a rival strategy with --beats")
@@ -588,22 +456,6 @@ def _best_rows(
     return out
 
 
-def _check_lists(q: Question) -> None:
-    """The own-axis lists name axes of the question's strategies, with legal values."""
-    entries = [registry.entry(s) for s in (*q.strategies, *([q.beats] if q.beats else []))]
-    for name, values in q.own:
-        owners = [e for e in entries if any(a.name == name for a in e.own)]
-        if not owners:
-            raise InputError(f"--{name.replace('_', '-')}: no strategy of the question has this axis")
-        for v in values:
-            try:
-                owners[0].axis(name).code(v)
-            except ValueError as err:
-                raise InputError(f"--{name.replace('_', '-')}: {err}") from None
-    if q.micro_batch and q.S:
-        raise InputError("give --S or --micro-batch, not both")
-
-
 def codesign(
     model: str | Path | Model,
     machine: str | Path | MachineProfile,
@@ -658,7 +510,7 @@ def codesign(
     lo, hi = range if range is not None else (None, None)
     names = [strategies] if isinstance(strategies, str) else list(strategies)
     lists = {"tp": tp, "pp": pp, "recompute": recompute, "zero": zero, **(own or {})}
-    own_lists = tuple((k, _codes(k, v)) for k, v in lists.items() if v is not None)
+    own_lists = tuple((k, codes(k, v)) for k, v in lists.items() if v is not None)
     question = functools.partial(
         Question,
         strategies=tuple(x.strip() for n in names for x in n.split(",") if x.strip()),
@@ -683,20 +535,6 @@ def _tuple(values: Sequence[int] | int | None) -> tuple[int, ...] | None:
     if values is None:
         return None
     return (int(values),) if isinstance(values, int) else tuple(int(v) for v in values)
-
-
-def _codes(name: str, values) -> tuple[int, ...]:
-    """A list of an own axis's values as codes (a categorical axis takes its names)."""
-    if name not in registry.OWN_AXES:
-        raise InputError(f"unknown axis '{name}' (strategies' own axes: {', '.join(registry.OWN_AXES)})")
-    axis = registry.OWN_AXES[name]
-    items = [values] if isinstance(values, int | str) else list(values)
-    if not items:
-        raise InputError(f"--{name.replace('_', '-')} is empty")
-    try:
-        return tuple(axis.code(v) for v in items)
-    except ValueError as err:
-        raise InputError(f"--{name.replace('_', '-')}: {err}") from None
 
 
 def format_answer(a: Answer) -> str:

@@ -34,7 +34,7 @@ from kernels import SCALAR_PARAMS, Config
 from kernels.machine import param_value
 from kernels.names import BATCH
 from kernels.strategies import registry
-from sweep.answers.codesign import batch_split
+from sweep.answers.splits import batch_split
 from sweep.engine import backend
 from sweep.engine.evaluate import Evaluator, Inputs, column
 from sweep.errors import InputError

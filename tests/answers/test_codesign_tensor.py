@@ -10,7 +10,8 @@ import json
 import pytest
 
 from sweep import api
-from sweep.answers.codesign import Question, batch_split, candidates
+from sweep.answers.codesign import Question
+from sweep.answers.splits import batch_split, candidates
 from sweep.engine import backend
 from sweep.engine.evaluate import estimate
 from sweep.errors import InputError
