@@ -13,14 +13,18 @@ group sizes ``p2``, micro-batches ``S``), the predicate is
   wins; one against a rival with none always does);
 
 both when both are given. It is evaluated by the same kernels as ``sweep
-run`` (:func:`sweep.evaluate.point_fn`, float64) on a dense grid of the
+run`` (:class:`sweep.engine.evaluate.Evaluator`, float64) on a dense grid of the
 parameter (4096 log-spaced values by default), one ``jit(vmap(vmap))``
 over configurations x values; every change of the predicate between two
 neighbouring grid values is then refined by a vectorized bisection on the
 device (``lax.fori_loop``, all crossings at once, in log space) to float64
 precision. The answer lists the intervals where the predicate holds, the
 crossing values, the smallest and largest value where it holds, and the
-best configuration of each strategy there. A predicate that flips more than
+best configuration of each strategy there and just on the other side of a
+single threshold. The configurations (:mod:`sweep.answers.splits`) include a
+strategy's own axes, so data+tensor+pipeline's split (tp, pp, micro-batch,
+recompute, zero) is re-optimised at every value: each predicate evaluation
+takes the minimum over all of them. A predicate that flips more than
 once is reported as such; nothing assumes monotonicity, but a change
 between two grid neighbours and back is invisible to the grid.
 """

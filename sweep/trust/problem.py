@@ -21,7 +21,7 @@ with run weights ``w_i``, a robust loss ``rho`` of scale ``s``, and
 ``z_j = (u_j - u_{0,j}) / \sigma_j`` for a log-normal prior around the
 profile's value (``v_j / \tau_j`` for an additive overhead, a half-normal
 prior around 0); gradients from :func:`jax.grad` through the same kernels the
-sweeps use (:func:`sweep.engine.evaluate.point_fn`), in float64.
+sweeps use (:class:`sweep.engine.evaluate.Evaluator`), in float64.
 """
 
 from __future__ import annotations
