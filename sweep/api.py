@@ -352,6 +352,12 @@ def codesign(
     B: Sequence[int] | int | None = None,
     p2: Sequence[int] | int | None = None,
     S: Sequence[int] | int | None = None,
+    global_batch: Sequence[int] | int | None = None,
+    micro_batch: Sequence[int] | int | None = None,
+    tp: Sequence[int] | int | None = None,
+    pp: Sequence[int] | int | None = None,
+    recompute: Sequence[int | str] | int | str | None = None,
+    zero: Sequence[int] | int | None = None,
     target: str | Target | None = None,
     beats: str | None = None,
     metric: str = "t_epoch_s",
@@ -364,8 +370,10 @@ def codesign(
     :class:`~sweep.answers.codesign.Answer` per GPU count in ``p`` (``sweep codesign``).
 
     ``beats``: the strategies' best configuration beats this rival's; ``target``: the best
-    meets e.g. ``"t_epoch_s <= 10"``; both may be given. ``b`` or ``B`` (global batches)
-    list the batches to choose from. ``Answer.threshold`` is the crossing,
+    meets e.g. ``"t_epoch_s <= 10"``; both may be given. ``b`` or ``global_batch`` (alias ``B``)
+    list the batches to choose from; ``micro_batch``, ``tp``, ``pp``, ``recompute``, ``zero`` the
+    values data+tensor+pipeline chooses from at every value of ``param`` (default: every legal
+    one). ``Answer.threshold`` is the crossing,
     ``Answer.to_json()`` what ``--json`` prints, and
     :func:`sweep.answers.codesign.format_answer` the report.
 
@@ -376,10 +384,14 @@ def codesign(
     from sweep.answers import codesign as questions
     from sweep.engine import backend
 
+    if B is not None and global_batch is not None:
+        raise InputError("give global_batch or B (its alias), not both")
     with backend.computation(x64=True):
         return questions.codesign(
-            model, machine, strategies, param, p=p, b=b, B=B, p2=p2, S=S, target=target, beats=beats,
-            metric=metric, range=range, grid=grid or questions.GRID, lc=lc, set=set,
+            model, machine, strategies, param, p=p, b=b, B=B if global_batch is None else global_batch,
+            p2=p2, S=S, micro_batch=micro_batch, tp=tp, pp=pp, recompute=recompute, zero=zero,
+            target=target, beats=beats, metric=metric, range=range, grid=grid or questions.GRID, lc=lc,
+            set=set,
         )  # fmt: skip
 
 
@@ -393,6 +405,12 @@ def sensitivity(
     b: int | None = None,
     p2: int | None = None,
     S: int | None = None,
+    global_batch: int | None = None,
+    micro_batch: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    recompute: int | str | None = None,
+    zero: int | None = None,
     set: Sets = None,
     lc: str | None = None,
     of: str = "t_epoch_s",
@@ -403,7 +421,9 @@ def sensitivity(
     parameter X, by :func:`jax.grad` (``sweep sensitivity``): a table, one row per configuration,
     with ``e_<X>`` columns and the ``lever`` that pays off most.
 
-    Either one configuration (``model``, ``machine``, ``strategy``, ``p``, ``b``) or every
+    Either one configuration (``model``, ``machine``, ``strategy``, ``p``, ``b`` or
+    ``global_batch``; ``S`` or ``micro_batch``; data+tensor+pipeline's ``tp``, ``pp``,
+    ``recompute``, ``zero``) or every
     row of a small sweep result ``source`` (a folder, a Parquet file, a :func:`open` result
     or a table from :func:`evaluate` saved to Parquet), filtered by ``where``.
 
@@ -413,19 +433,25 @@ def sensitivity(
     from sweep.answers import sensitivity as elasticities
     from sweep.engine import backend
 
+    own = {
+        k: v for k, v in {"tp": tp, "pp": pp, "recompute": recompute, "zero": zero}.items() if v is not None
+    }
     if source is None:
-        given = {"model": model, "machine": machine, "strategy": strategy, "p": p, "b": b}
+        given = {"model": model, "machine": machine, "strategy": strategy, "p": p}
         missing = [f"--{k}" for k, v in given.items() if v is None]
+        if b is None and global_batch is None:
+            missing.append("--b (or --global-batch)")
         if missing:
             raise InputError(f"give DIR, or a configuration: missing {', '.join(missing)}")
         if where:
             raise InputError("--where needs DIR")
-        assert model is not None and machine is not None and strategy is not None
-        assert p is not None and b is not None
+        assert model is not None and machine is not None and strategy is not None and p is not None
         bound = bind(model, machine, set=set, lc=lc)
         with backend.computation(x64=True):
-            return elasticities.sensitivity(bound, strategy, p, b, p2, S, of)
-    if model or machine or strategy or p or b or set:
+            return elasticities.sensitivity(
+                bound, strategy, p, b, p2, S, of, own, global_batch=global_batch, micro_batch=micro_batch
+            )
+    if model or machine or strategy or p or b or set or own or global_batch or micro_batch:
         raise InputError("give DIR or a configuration (--model ...), not both")
     with backend.computation(x64=True):
         return elasticities.sensitivities(

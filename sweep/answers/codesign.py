@@ -13,14 +13,18 @@ group sizes ``p2``, micro-batches ``S``), the predicate is
   wins; one against a rival with none always does);
 
 both when both are given. It is evaluated by the same kernels as ``sweep
-run`` (:func:`sweep.evaluate.point_fn`, float64) on a dense grid of the
+run`` (:class:`sweep.engine.evaluate.Evaluator`, float64) on a dense grid of the
 parameter (4096 log-spaced values by default), one ``jit(vmap(vmap))``
 over configurations x values; every change of the predicate between two
 neighbouring grid values is then refined by a vectorized bisection on the
 device (``lax.fori_loop``, all crossings at once, in log space) to float64
 precision. The answer lists the intervals where the predicate holds, the
 crossing values, the smallest and largest value where it holds, and the
-best configuration of each strategy there. A predicate that flips more than
+best configuration of each strategy there and just on the other side of a
+single threshold. The configurations (:mod:`sweep.answers.splits`) include a
+strategy's own axes, so data+tensor+pipeline's split (tp, pp, micro-batch,
+recompute, zero) is re-optimised at every value: each predicate evaluation
+takes the minimum over all of them. A predicate that flips more than
 once is reported as such; nothing assumes monotonicity, but a change
 between two grid neighbours and back is invisible to the grid.
 """
@@ -39,22 +43,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import SCALAR_PARAMS, Config
-from sweep.engine import backend
-from sweep.engine.evaluate import RESULT_COLUMNS, point_fn, row_dict
+from kernels import SCALAR_PARAMS
+from kernels.names import BATCH
+from kernels.strategies import registry
+from sweep.answers.splits import Candidates, candidates, check_lists, codes, row_config
+from sweep.answers.splits import configurations as configurations  # re-exported: codesign's rows
+from sweep.engine import backend, evaluate
+from sweep.engine.evaluate import RESULT_COLUMNS, Evaluator, Inputs, row_dict
 from sweep.errors import InputError
 from sweep.inputs.configs import (
-    HYBRIDS,
-    PIPELINE,
-    TENSOR,
     Bound,
     Overheads,
     check_strategy,
-    default_p2,
-    defaults,
     frozen_overheads,
-    own_values,
-    p2_fits,
 )
 from sweep.output import store
 
@@ -114,6 +115,10 @@ class Question:
     B: tuple[int, ...] | None = None
     p2: tuple[int, ...] | None = None
     S: tuple[int, ...] | None = None
+    micro_batch: tuple[int, ...] | None = None
+    #: lists of the strategies' own axes by name (codes), e.g. (("tp", (1, 2, 4)), ...); an axis
+    #: not listed takes every legal value (tp, pp, recompute, zero) or its default (the others)
+    own: tuple[tuple[str, tuple[int, ...]], ...] = ()
     target: Target | None = None
     beats: str | None = None
     metric: str = "t_epoch_s"
@@ -128,6 +133,8 @@ class Question:
         if self.target:
             what.append(f"best {self.target.text()} over {', '.join(self.strategies)}")
         batch = f"B in {_list(self.B)}" if self.B else f"b in {_list(self.b or ())}"
+        if self.micro_batch:
+            batch += f", micro-batch in {_list(self.micro_batch)}"
         return f"{' and '.join(what)}, at p = {self.p:,} ({batch}), for {self.param} in [{lo:.4g}, {hi:.4g}]"
 
 
@@ -150,6 +157,8 @@ class Answer:
     largest: float | None
     best: list[dict] = field(default_factory=list)  # best configuration per strategy at the threshold
     at: float | None = None  # the parameter value ``best`` was evaluated at
+    other: list[dict] = field(default_factory=list)  # the same on the threshold's other side
+    other_at: float | None = None  # the parameter value ``other`` was evaluated at
 
     @property
     def threshold(self) -> float | None:
@@ -194,6 +203,8 @@ class Answer:
             "verdict": self.verdict(),
             "at": self.at,
             "best": self.best,
+            "other_at": self.other_at,
+            "other": self.other,
         }
 
 
@@ -205,24 +216,6 @@ def check_param(name: str) -> str:
         known = ", ".join(k for k in SCALAR_PARAMS if k not in NOT_CONTINUOUS)
         raise InputError(f"--param: unknown machine parameter '{name}' (known: {known})")
     return name
-
-
-def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
-    """``[n, 4]`` float64 (p, b, p2, S) rows of one strategy at ``q.p``; hybrids keep p2 | p."""
-    gpn = default_p2(bound.profile)
-    p = q.p
-    p2s = (q.p2 or (None,)) if strategy in HYBRIDS else (None,)
-    Ss = (q.S or (None,)) if strategy == PIPELINE else (None,)
-    rows = []
-    for given_p2 in p2s:
-        for given_S in Ss:
-            p2, S = defaults(p, given_p2, given_S, gpn)
-            if strategy in HYBRIDS and not p2_fits(p, p2):
-                continue
-            p1 = own_values(strategy, p, 1, p2, S).p1
-            bs = [big // p1 for big in q.B if big % p1 == 0 and big >= p1] if q.B else list(q.b or ())
-            rows += [(p, b, p2, S) for b in bs]
-    return np.asarray(sorted(set(rows)), dtype=np.float64).reshape(-1, 4)
 
 
 def _default_range(bound: Bound, param: str) -> tuple[float, float]:
@@ -246,9 +239,9 @@ class _Shape:
     log: bool
     overheads: Overheads = ()  # the profile's calibrated overheads, hashable
 
-    def point(self, strategy: str):
-        """The configuration function, with the profile's overheads as estimate applies them."""
-        return point_fn(strategy, self.names, overheads={k: dict(v) for k, v in self.overheads} or None)
+    def evaluator(self, strategy: str) -> Evaluator:
+        """The strategy's evaluator: the parameter free, the profile's overrides and overheads fixed."""
+        return Evaluator(strategy, self.names[:1], self.names[1:], self.overheads)
 
     @property
     def all(self) -> tuple[str, ...]:
@@ -262,37 +255,39 @@ PROGRAMS_KEPT = 32
 
 @functools.lru_cache(maxsize=PROGRAMS_KEPT)
 def _programs(shape: _Shape):
-    """``(pred, bisect, rows)``, jitted once per :class:`_Shape` and reused across questions."""
+    """``(pred, bisect, rows)``, jitted once per :class:`_Shape` and reused across questions.
 
-    def grid(strategy, net, machine, fixed, cfgs, valid, thetas, column):
-        f = shape.point(strategy)
+    The best configuration at a parameter value is a minimum over the evaluator vmapped over the
+    configurations; the grid vmaps that over the values (work that depends on the configuration
+    only is done once per configuration: JAX batches an operation only over the axes it reads).
+    """
+
+    def grid(strategy, inputs, cfgs, valid, thetas, column):
+        f = shape.evaluator(strategy).bind(inputs)
 
         def one(cfg, theta):
-            cost, der = f(net, machine, Config(*cfg), (theta, *fixed))
-            value = {**cost._asdict(), **der._asdict()}[column]
-            return jnp.where(cost.limit == 0, value, jnp.inf)
+            cost, der = f(row_config(strategy, cfg), (theta,))
+            return jnp.where(cost.limit == 0, evaluate.column(cost, der, column), jnp.inf)
 
         vals = jax.vmap(jax.vmap(one, (None, 0)), (0, None))(cfgs, thetas)
         return jnp.where(valid[:, None], vals, jnp.inf)
 
-    def best_of(strategies, net, machine, fixed, cfgs, valid, thetas, column):
+    def best_of(strategies, inputs, cfgs, valid, thetas, column):
         out = jnp.full(thetas.shape, jnp.inf)
         for s in strategies:
             i = shape.all.index(s)
             if cfgs[i].shape[0]:
-                out = jnp.minimum(
-                    out, grid(s, net, machine, fixed, cfgs[i], valid[i], thetas, column).min(axis=0)
-                )
+                out = jnp.minimum(out, grid(s, inputs, cfgs[i], valid[i], thetas, column).min(axis=0))
         return out
 
-    def pred(net, machine, fixed, target, cfgs, valid, thetas):
+    def pred(inputs, target, cfgs, valid, thetas):
         ok = jnp.ones(thetas.shape, bool)
         if shape.beats:
-            mine = best_of(shape.strategies, net, machine, fixed, cfgs, valid, thetas, shape.metric)
-            rival = best_of((shape.beats,), net, machine, fixed, cfgs, valid, thetas, shape.metric)
+            mine = best_of(shape.strategies, inputs, cfgs, valid, thetas, shape.metric)
+            rival = best_of((shape.beats,), inputs, cfgs, valid, thetas, shape.metric)
             ok &= jnp.isfinite(mine) & (mine < rival)
         if shape.target_metric is not None:
-            best = best_of(shape.strategies, net, machine, fixed, cfgs, valid, thetas, shape.target_metric)
+            best = best_of(shape.strategies, inputs, cfgs, valid, thetas, shape.target_metric)
             op, value = target  # op: index into TARGET_OPS
             hit = jnp.select(
                 [op == 0, op == 1, op == 2], [best <= value, best < value, best >= value], best > value
@@ -300,18 +295,18 @@ def _programs(shape: _Shape):
             ok &= jnp.isfinite(best) & hit
         return ok
 
-    def bisect(net, machine, fixed, target, cfgs, valid, lo, hi, at_lo):
+    def bisect(inputs, target, cfgs, valid, lo, hi, at_lo):
         def body(_, c):
             lo, hi = c
             mid = jnp.sqrt(lo * hi) if shape.log else 0.5 * (lo + hi)
-            same = pred(net, machine, fixed, target, cfgs, valid, mid) == at_lo
+            same = pred(inputs, target, cfgs, valid, mid) == at_lo
             return jnp.where(same, mid, lo), jnp.where(same, hi, mid)
 
         return jax.lax.fori_loop(0, BISECT_STEPS, body, (lo, hi))
 
-    def rows(strategy, net, machine, fixed, cfgs, theta):
-        f = shape.point(strategy)
-        return jax.vmap(lambda cfg: f(net, machine, Config(*cfg), (theta, *fixed)))(cfgs)
+    def rows(strategy, inputs, cfgs, theta):
+        f = shape.evaluator(strategy).bind(inputs)
+        return jax.vmap(lambda cfg: f(row_config(strategy, cfg), (theta,)))(cfgs)
 
     return jax.jit(pred), jax.jit(bisect), jax.jit(rows, static_argnums=0)
 
@@ -331,12 +326,7 @@ class _Problem:
             frozen_overheads(bound.profile),
         )
         self.all = self.shape.all
-        f64 = functools.partial(jax.tree_util.tree_map, lambda a: jnp.asarray(a, jnp.float64))
-        self.args = (
-            f64(bound.net),
-            f64(bound.profile.pytree(np.float64)),
-            tuple(jnp.asarray(v, jnp.float64) for v in fixed.values()),
-        )
+        self.inputs = _inputs(self.shape, bound)
         self.target = (
             jnp.asarray(TARGET_OPS.index(q.target.op) if q.target else 0, jnp.int32),
             jnp.asarray(q.target.value if q.target else 0.0, jnp.float64),
@@ -344,13 +334,18 @@ class _Problem:
         self._pred, self._bisect, self._rows = _programs(self.shape)
 
     def pred(self, cfgs, valid, thetas):
-        return self._pred(*self.args, self.target, cfgs, valid, thetas)
+        return self._pred(self.inputs, self.target, cfgs, valid, thetas)
 
     def bisect(self, cfgs, valid, lo, hi, at_lo):
-        return self._bisect(*self.args, self.target, cfgs, valid, lo, hi, at_lo)
+        return self._bisect(self.inputs, self.target, cfgs, valid, lo, hi, at_lo)
 
     def rows(self, strategy: str, cfgs, theta):
-        return self._rows(strategy, *self.args, cfgs, theta)
+        return self._rows(strategy, self.inputs, cfgs, theta)
+
+
+def _inputs(shape: _Shape, bound: Bound) -> Inputs:
+    """The evaluators' inputs (any strategy's: they share the net, machine and fixed overrides)."""
+    return shape.evaluator(shape.all[0]).inputs(bound)
 
 
 def solve(bound: Bound, q: Question) -> Answer:
@@ -363,11 +358,7 @@ def solve(bound: Bound, q: Question) -> Answer:
 def _solve(bound: Bound, q: Question) -> Answer:
     for s in (*q.strategies, *([q.beats] if q.beats else [])):
         check_strategy(s)
-        if s == TENSOR:
-            raise InputError(
-                f"{TENSOR} is not in codesign's questions yet (its tp, pp, recompute and zero are not "
-                "among the options): sweep the machine parameter with 'sweep run' and ask 'sweep best'"
-            )
+    check_lists(q, (*q.strategies, *([q.beats] if q.beats else [])))
     check_param(q.param)
     if q.target is None and q.beats is None:
         raise InputError("give a --target (e.g. 't_epoch_s <= 10') or a rival strategy with --beats")
@@ -388,12 +379,13 @@ def _solve(bound: Bound, q: Question) -> Answer:
         raise InputError(f"--range: efficiency is at most 1, got {hi:g}")
     log = lo > 0
     prob = _Problem(bound, q, log)
-    cfg_list = [configurations(bound, s, q) for s in prob.all]
-    for s, c in zip(prob.all, cfg_list, strict=True):
-        if len(c) == 0:
-            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given b/B/p2")
-    cfgs = tuple(jnp.asarray(c) for c in cfg_list)
-    valid = tuple(jnp.ones(len(c), bool) for c in cfg_list)
+    cand = [candidates(bound, s, q) for s in prob.all]
+    for s, c in zip(prob.all, cand, strict=True):
+        if not c.valid.any():
+            given = "b/B/p2" + "/micro-batch" * bool(q.micro_batch) + "".join(f"/{k}" for k, _ in q.own)
+            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given {given}")
+    cfgs = tuple(jnp.asarray(c.rows) for c in cand)
+    valid = tuple(jnp.asarray(c.valid) for c in cand)
     thetas = np.geomspace(lo, hi, q.grid) if log else np.linspace(lo, hi, q.grid)
     thetas[0], thetas[-1] = lo, hi
     holds = np.asarray(prob.pred(cfgs, valid, jnp.asarray(thetas)))
@@ -431,22 +423,38 @@ def _solve(bound: Bound, q: Question) -> Answer:
     if at is None:
         at = hi
     answer.at = float(at)
-    answer.best = _best_rows(prob, bound, q, cfg_list, float(at))
+    answer.best = _best_rows(prob, bound, q, cand, float(at))
+    if len(crossings) == 1:
+        # the other side of the threshold: the bisection's last value where the predicate fails
+        other = float(r_lo[0] if not holds[change[0]] else r_hi[0])
+        answer.other_at = other
+        answer.other = _best_rows(prob, bound, q, cand, other)
     return answer
 
 
-def _best_rows(prob: _Problem, bound: Bound, q: Question, cfg_list, theta: float) -> list[dict]:
-    """The best feasible configuration of each strategy at ``theta`` (all columns), fastest first."""
+def _best_rows(
+    prob: _Problem, bound: Bound, q: Question, cand: Sequence[Candidates], theta: float
+) -> list[dict]:
+    """The best feasible configuration of each strategy at ``theta`` (all columns), fastest first;
+    a strategy's own axes and its micro-batch size are columns too."""
     metric = q.target.metric if q.target and not q.beats else q.metric
     out = []
     overrides = {**bound.profile.overrides, q.param: theta}
-    for s, cfgs in zip(prob.all, cfg_list, strict=True):
-        cost, der = prob.rows(s, jnp.asarray(cfgs), jnp.asarray(theta, jnp.float64))
-        value = np.asarray({**cost._asdict(), **der._asdict()}[metric], dtype=np.float64)
-        value = np.where(np.asarray(cost.limit) == 0, value, np.inf)
+    for s, c in zip(prob.all, cand, strict=True):
+        cost, der = prob.rows(s, jnp.asarray(c.rows), jnp.asarray(theta, jnp.float64))
+        value = np.asarray(evaluate.column(cost, der, metric), dtype=np.float64)
+        value = np.where((np.asarray(cost.limit) == 0) & c.valid, value, np.inf)
         i = int(np.argmin(value))
-        pick = jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], (cost, der))
-        row = row_dict(bound, s, pick[0], pick[1], overrides)
+        pick_cost, pick_der = jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], (cost, der))
+        if not c.valid[i]:  # the global batch does not split over this configuration
+            pick_cost = pick_cost._replace(limit=np.int32(BATCH))
+            pick_der = pick_der._replace(feasible=np.bool_(False))
+        row = row_dict(bound, s, pick_cost, pick_der, overrides)
+        entry = registry.entry(s)
+        for axis in entry.own:
+            row[axis.name] = axis.label(c.rows[i][c.columns.index(axis.name)])
+        if entry.own and entry.uses("S"):
+            row["micro_batch"] = row["b"] // row["S"]
         out.append(row)
     out.sort(key=lambda r: (not r["feasible"], r[metric]))
     return out
@@ -463,6 +471,12 @@ def codesign(
     B: Sequence[int] | int | None = None,
     p2: Sequence[int] | int | None = None,
     S: Sequence[int] | int | None = None,
+    micro_batch: Sequence[int] | int | None = None,
+    tp: Sequence[int] | int | None = None,
+    pp: Sequence[int] | int | None = None,
+    recompute: Sequence[int | str] | int | str | None = None,
+    zero: Sequence[int] | int | None = None,
+    own: Mapping[str, Sequence[int | str] | int | str] | None = None,
     target: str | Target | None = None,
     beats: str | None = None,
     metric: str = "t_epoch_s",
@@ -476,7 +490,11 @@ def codesign(
     ``model`` and ``machine`` are built-in names, paths, or loaded objects; ``set``
     overrides machine parameters. ``b`` (samples per replica) or ``B`` (fixed global
     batches) list the batches to choose from; ``p2`` and ``S`` the hybrids' group sizes
-    and the pipeline's micro-batches (default: gpus_per_node and p). The predicate is
+    and the pipeline's micro-batches (default: gpus_per_node and p); ``micro_batch`` sizes give
+    S = b / size instead. ``tp``, ``pp``, ``recompute``, ``zero`` (and any own axis of a strategy
+    in ``own``, by name) list the values data+tensor+pipeline chooses from at every value of the
+    parameter (default: every legal value, :func:`legal_values`; micro-batch sizes default to
+    every divisor of b). The predicate is
     ``target`` (``"t_epoch_s <= 10"``) and/or ``beats`` (a rival strategy), searched over
     ``range`` (default: the machine's value / 64 to x 64) on a ``grid`` of values.
     """
@@ -495,6 +513,8 @@ def codesign(
     bound = Bound.of(loaded, profile)
     lo, hi = range if range is not None else (None, None)
     names = [strategies] if isinstance(strategies, str) else list(strategies)
+    lists = {"tp": tp, "pp": pp, "recompute": recompute, "zero": zero, **(own or {})}
+    own_lists = tuple((k, codes(k, v)) for k, v in lists.items() if v is not None)
     question = functools.partial(
         Question,
         strategies=tuple(x.strip() for n in names for x in n.split(",") if x.strip()),
@@ -503,6 +523,8 @@ def codesign(
         B=_tuple(B),
         p2=_tuple(p2),
         S=_tuple(S),
+        micro_batch=_tuple(micro_batch),
+        own=own_lists,
         target=parse_target(target) if isinstance(target, str) else target,
         beats=beats,
         metric=metric,
@@ -531,13 +553,38 @@ def format_answer(a: Answer) -> str:
     metric = q.target.metric if q.target and not q.beats else q.metric
     if a.best and a.at is not None:
         lines.append(f"best configuration per strategy at {q.param} = {a.at:.6g}:")
-        for r in a.best:
-            extra = f"  p2={r['p2']}" if r["strategy"] in HYBRIDS else ""
-            extra += f"  S={r['S']}" if r["strategy"] == PIPELINE else ""
-            state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
-            lines.append(
-                f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
-                f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
-                f"mem_bytes={r['mem_bytes']:.4g}{state}"
-            )
+        lines += [_format_row(r, metric) for r in a.best]
+    if a.other and a.other_at is not None:
+        side = "below" if a.other_at < (a.at or 0) else "above"
+        lines.append(f"just {side} the threshold, at {q.param} = {a.other_at:.12g} (fails):")
+        same = {r["strategy"]: _split(r) for r in a.best}
+        for r in a.other:
+            if same.get(r["strategy"]) == _split(r):
+                lines.append(f"  {r['strategy']:<13} the same configuration, {metric}={r[metric]!r}")
+            else:
+                lines.append(_format_row(r, metric))
     return "\n".join(lines)
+
+
+def _split(r: dict) -> tuple:
+    """A row's configuration: its shared and own axes."""
+    own = [x.name for x in registry.entry(r["strategy"]).own]
+    return tuple(r.get(k) for k in ("p", "b", "p2", "S", *own))
+
+
+def _format_row(r: dict, metric: str) -> str:
+    entry = registry.entry(r["strategy"])
+    extra = f"  p2={r['p2']}" if entry.uses("p2") else ""
+    extra += f"  S={r['S']}" if entry.uses("S") else ""
+    extra += f"  micro_batch={r['micro_batch']}" if "micro_batch" in r else ""
+    extra += "".join(f"  {x.name}={r[x.name]}" for x in entry.own if x.name in r and x.name in _SHOWN)
+    state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
+    return (
+        f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
+        f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
+        f"mem_bytes={r['mem_bytes']:.4g}{state}"
+    )
+
+
+#: Own axes a report line shows (the others are in ``--json``).
+_SHOWN = ("tp", "pp", "recompute", "zero")

@@ -30,10 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 
-from kernels import SCALAR_PARAMS, STRATEGIES, Config
+from kernels import SCALAR_PARAMS, Config
 from kernels.machine import param_value
+from kernels.names import BATCH
+from kernels.strategies import registry
+from sweep.answers.splits import batch_split
 from sweep.engine import backend
-from sweep.engine.evaluate import point_fn
+from sweep.engine.evaluate import Evaluator, Inputs, column
 from sweep.errors import InputError
 from sweep.inputs.configs import (
     HYBRIDS,
@@ -41,10 +44,9 @@ from sweep.inputs.configs import (
     PIPELINE,
     TENSOR,
     Bound,
-    Overheads,
+    check_strategy,
     default_p2,
     defaults,
-    frozen_overheads,
     resolve_config,
 )
 from sweep.inputs.machines import override
@@ -65,36 +67,29 @@ METRICS = ("t_epoch_s", "t_iter_s", "t_comp_s", "t_comm_s", "gpu_hours")
 MAX_ROWS = 10_000
 
 
-def _metric_fn(strategy: str, swept: Sequence[str], metric: str, overheads: Overheads = ()):
-    """``f(s, net, machine, cfg, values) -> metric`` with every parameter scaled by ``exp(s_i)``.
+def _metric_fn(ev: Evaluator, metric: str):
+    """``f(s, inputs, cfg, values) -> metric`` with every parameter scaled by ``exp(s_i)`` after
+    the evaluator's overrides: the evaluator's kernel and overheads, as in ``estimate`` and sweeps."""
 
-    Evaluated through :func:`sweep.evaluate.point_fn`, so a calibrated
-    profile's overheads count as they do in ``estimate`` and sweeps.
-    """
-    point = point_fn(strategy, (), overheads={k: dict(v) for k, v in overheads} or None)
-
-    def f(s, net, machine, cfg, values):
-        machine = override(machine, dict(zip(swept, values, strict=True)))
+    def f(s, inputs, cfg, values):
+        machine = ev.machine(inputs, values)
         base = {name: param_value(machine, name) for name in PARAMS}
         scaled = override(machine, {n: base[n] * jnp.exp(s[i]) for i, n in enumerate(PARAMS)})
-        cost, derived = point(net, scaled, cfg, ())
-        return {**cost._asdict(), **derived._asdict()}[metric]
+        return column(*ev.on(inputs.net, scaled, cfg), metric)
 
     return f
 
 
-def elasticity_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s", overheads: Overheads = ()):
-    """``g(net, machine, cfg, values) -> (metric, elasticities[len(PARAMS)], limit)``, jit- and vmap-able."""
-    f = _metric_fn(strategy, swept, metric, overheads)
+def elasticity_fn(ev: Evaluator, metric: str = "t_epoch_s"):
+    """``g(inputs, cfg, values) -> (metric, elasticities[len(PARAMS)], limit)``, jit- and vmap-able."""
+    f = _metric_fn(ev, metric)
     value_and_grad = jax.value_and_grad(f)
 
-    def g(net, machine, cfg, values):
+    def g(inputs, cfg, values):
         zero = jnp.zeros(len(PARAMS), dtype=jnp.float64)
-        t, dt = value_and_grad(zero, net, machine, cfg, values)
+        t, dt = value_and_grad(zero, inputs, cfg, values)
         e = jnp.where(t != 0, dt / t, jnp.nan)
-        machine_eff = override(machine, dict(zip(swept, values, strict=True)))
-        limit = STRATEGIES[strategy](net, machine_eff, cfg).limit
-        return t, e, limit
+        return t, e, ev(inputs, cfg, values)[0].limit
 
     return g
 
@@ -105,15 +100,16 @@ COMPILED_KEPT = 64
 
 
 @functools.lru_cache(maxsize=COMPILED_KEPT)
-def _compiled(strategy: str, swept: tuple[str, ...], metric: str, batched: bool, overheads: Overheads = ()):
+def _compiled(ev: Evaluator, metric: str, batched: bool):
     """:func:`elasticity_fn` jitted (and vmapped over configurations and values), once per signature."""
-    g = elasticity_fn(strategy, swept, metric, overheads)
-    return jax.jit(jax.vmap(g, in_axes=(None, None, 0, 0)) if batched else g)
+    g = elasticity_fn(ev, metric)
+    return jax.jit(jax.vmap(g, in_axes=(None, 0, 0)) if batched else g)
 
 
 def metric_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s"):
     """``h(s, net, machine, cfg, values) -> metric`` (for finite-difference checks)."""
-    return _metric_fn(strategy, swept, metric)
+    f = _metric_fn(Evaluator(strategy, tuple(swept)), metric)
+    return lambda s, net, machine, cfg, values: f(s, Inputs(net, machine, ()), cfg, values)
 
 
 def _check_metric(metric: str) -> str:
@@ -130,33 +126,73 @@ def sensitivity(
     bound: Bound,
     strategy: str,
     p: int,
-    b: int,
+    b: int | None,
     p2: int | None = None,
     S: int | None = None,
     metric: str = "t_epoch_s",
+    own: Mapping[str, int | str] | None = None,
+    *,
+    global_batch: int | None = None,
+    micro_batch: int | None = None,
 ) -> pa.Table:
     """Elasticities of one configuration: a one-row table (see :func:`sensitivities`), in float64
-    (JAX's x64 mode is on during the call and put back after)."""
+    (JAX's x64 mode is on during the call and put back after). ``own`` holds the strategy's own
+    axes by name (data+tensor+pipeline's ``tp``, ``pp``, ``recompute``, ``zero``, ...: codes,
+    :mod:`kernels.strategies.registry`); those not given take their defaults. ``global_batch``
+    instead of ``b`` gives ``b = global_batch / p1`` and ``micro_batch`` instead of ``S`` gives
+    ``S = b / micro_batch`` (:func:`sweep.answers.codesign.batch_split`); where they do not
+    divide, the row is infeasible (``batch``)."""
     _check_metric(metric)
+    if (b is None) == (global_batch is None):
+        raise InputError("give b or global_batch (not both)")
+    if S is not None and micro_batch is not None:
+        raise InputError("give S or micro_batch, not both")
     with backend.settings(jax_enable_x64=True):
-        return _one(bound, strategy, p, b, p2, S, metric)
+        return _one(bound, strategy, p, b, p2, S, metric, dict(own or {}), global_batch, micro_batch)
 
 
-def _one(bound: Bound, strategy: str, p: int, b: int, p2: int | None, S: int | None, metric: str) -> pa.Table:
+def _one(
+    bound: Bound,
+    strategy: str,
+    p: int,
+    b: int | None,
+    p2: int | None,
+    S: int | None,
+    metric: str,
+    own: dict,
+    global_batch: int | None,
+    micro_batch: int | None,
+) -> pa.Table:
     # a library call may pass every axis; the CLI's estimate is the one that warns of unused ones
-    if strategy == TENSOR:
-        raise InputError(
-            f"{TENSOR}: ask for the sensitivities of a sweep's rows (sweep sensitivity DIR --where ...), "
-            "which carry its tp, pp, recompute and zero"
-        )
+    check_strategy(strategy)
+    entry = registry.entry(strategy)
+    unknown = [k for k in own if not entry.uses(k) or k in registry.SHARED_AXES]
+    if unknown:
+        raise InputError(f"{strategy} has no axis '{unknown[0]}' (its own: {_own_names(entry)})")
+    try:
+        own = {**entry.defaults(), **{k: entry.axis(k).code(v) for k, v in own.items()}}
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    splits = True
+    if global_batch is not None or micro_batch is not None:
+        for name, value in (("global_batch", global_batch), ("micro_batch", micro_batch)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
+        p2_now, _ = defaults(p, p2, None, default_p2(bound.profile))
+        group = p if strategy == "serial" else entry.group(p, p2_now, own)
+        if global_batch is not None:
+            b, _, splits = batch_split(global_batch, p, group, None)
+        if micro_batch is not None:
+            assert b is not None
+            S, splits = max(b // micro_batch, 1), splits and b % micro_batch == 0
+    assert b is not None
     p2, S = resolve_config(bound.profile, strategy, p, b, p2, S, warn=False)
-    overrides = bound.profile.override_values(np.float64)
-    names = tuple(overrides)
-    g = _compiled(strategy, names, metric, False, frozen_overheads(bound.profile))
-    cfg = Config(*(jnp.asarray(v, jnp.float64) for v in (p, b, p2, S)))
-    values = tuple(jnp.asarray(v) for v in overrides.values())
-    machine = _f64(bound.profile.pytree(np.float64))
-    t, e, limit = g(_f64(bound.net), machine, cfg, values)
+    ev, inputs = Evaluator.of(bound, strategy)
+    g = _compiled(ev, metric, False)
+    cfg = Config(*(jnp.asarray(v, jnp.float64) for v in (p, b, p2, S)), **_own_arrays(own))
+    t, e, limit = g(inputs, cfg, ())
+    if not splits:  # the global batch or the micro-batch size does not divide
+        limit = np.int32(BATCH)
     ident: dict[str, list] = {
         "model": [bound.model.name],
         "machine": [bound.profile.name],
@@ -165,9 +201,19 @@ def _one(bound: Bound, strategy: str, p: int, b: int, p2: int | None, S: int | N
         "b": [b],
         "p2": [p2],
         "S": [S],
+        **{k: [entry.axis(k).label(v)] for k, v in own.items()},
     }
     values_now = {k: [float(_value_of(bound, k))] for k in PARAMS}
     return _table(ident, values_now, metric, np.asarray([t]), np.asarray([e]), np.asarray([limit]))
+
+
+def _own_names(entry) -> str:
+    return ", ".join(a.name for a in entry.own) or "none"
+
+
+def _own_arrays(own: Mapping[str, int]) -> dict:
+    """A strategy's own axis values as float64 arrays for :class:`kernels.Config` (only its fields)."""
+    return {k: jnp.asarray(v, jnp.float64) for k, v in own.items() if k in Config._fields}
 
 
 def _value_of(bound: Bound, name: str) -> float:
@@ -276,22 +322,19 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
         np.full(n, float(gpn)),
     )
     tensor = [col(k, d) for k, d in NO_OWN._asdict().items()]  # the strategies' own axes (registry)
-    fixed = bound.profile.override_values(np.float64, skip=swept)
-    names = (*swept, *fixed)
-    values = [col(k, 0) for k in swept] + [np.full(n, v) for v in fixed.values()]
-    g = _compiled(strategy, tuple(names), metric, True, frozen_overheads(bound.profile))
+    ev, inputs = Evaluator.of(bound, strategy, swept)
+    values = [col(k, 0) for k in swept]
+    g = _compiled(ev, metric, True)
     size = max(16, 1 << (n - 1).bit_length())  # padded to a power of two: few distinct compiles
 
     def pad(v):
         return jnp.asarray(np.concatenate([v, np.repeat(v[-1:], size - n)]))
 
     cfg = Config(*(pad(v) for v in (p, b, p2, S, *tensor)))
-    t, e, limit = g(
-        _f64(bound.net), _f64(bound.profile.pytree(np.float64)), cfg, tuple(pad(v) for v in values)
-    )
+    t, e, limit = g(inputs, cfg, tuple(pad(v) for v in values))
     t, e, limit = np.asarray(t)[:n], np.asarray(e)[:n], np.asarray(limit)[:n]
     base = {k: np.full(n, _value_of(bound, k)) for k in PARAMS}
-    for k, v in zip(names, values, strict=True):
+    for k, v in zip(swept, values, strict=True):
         if k in base:
             base[k] = v
     ident = {c: sub.column(c).to_pylist() for c in ("model", "machine", "strategy")}
@@ -339,7 +382,8 @@ def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
     head = (
         f"{row['model']} on {row['machine']}, {row['strategy']}, p={row['p']:,} b={row['b']:,}"
         + (f" p2={row['p2']}" if row["strategy"] in ("data+filter", "data+spatial") else "")
-        + (f" S={row['S']}" if row["strategy"] == "pipeline" else "")
+        + (f" S={row['S']}" if registry.entry(row["strategy"]).uses("S") else "")
+        + "".join(f" {a.name}={row[a.name]}" for a in registry.entry(row["strategy"]).own if _shown(a, row))
         + f": {metric} = {row[metric]:.6g}"
         + ("" if row["feasible"] else f" (infeasible: {row[store.LIMIT_REASON]})")
     )
@@ -354,6 +398,13 @@ def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
     lines.append("not differentiated: " + ", ".join(f"{k} ({why})" for k, why in SKIPPED.items()))
     lines.append(lever_sentence(row["lever"], row["lever_e"], metric))
     return "\n".join(lines)
+
+
+def _shown(axis: registry.Axis, row: Mapping) -> bool:
+    """Whether a report shows an own axis: tp, pp, recompute and zero always, the others when set."""
+    if axis.name not in row:
+        return False
+    return axis.name in ("tp", "pp", "recompute", "zero") or row[axis.name] != axis.label(axis.default)
 
 
 def lever_sentence(name: str | None, e: float, metric: str = "t_epoch_s") -> str:

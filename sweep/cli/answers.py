@@ -90,6 +90,25 @@ def _ints(text: str | None, option: str) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def _words(text: str | None, option: str) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    out = tuple(w.strip() for w in text.split(",") if w.strip())
+    if not out:
+        raise InputError(f"{option} is empty")
+    return out
+
+
+def _zeros(text: str | None) -> tuple[int, ...] | None:
+    """A list of ZeRO stages (0 is a legal value, unlike the other lists)."""
+    words = _words(text, "--zero")
+    if words is None:
+        return None
+    if any(w not in ("0", "1") for w in words):
+        raise InputError(f"--zero takes 0 and/or 1, got '{text}'")
+    return tuple(int(w) for w in words)
+
+
 # ----------------------------------------------------------------------------- queries
 
 
@@ -208,9 +227,21 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
 @click.option("--metric", default="t_epoch_s", show_default=True, help="Column compared by --beats.")
 @click.option("--p", "p_text", required=True, metavar="N[,N]", help="GPU count(s); one answer each.")
 @click.option("--b", "b_text", metavar="LIST", help="Samples per replica to choose from, e.g. 16,32,64.")
-@click.option("--B", "B_text", metavar="LIST", help="Or: fixed global batch(es); b = B / replicas.")
+@click.option(
+    "--global-batch", "--B", "B_text", metavar="LIST", help="Or: fixed global batch(es); b = B / replicas."
+)
 @click.option("--p2", "p2_text", metavar="LIST", help="Group sizes of the hybrids [gpus_per_node].")
 @click.option("--S", "S_text", metavar="LIST", help="Pipeline micro-batches [p].")
+@click.option(
+    "--micro-batch",
+    "mb_text",
+    metavar="LIST",
+    help="Or: micro-batch sizes, S = b / size [every divisor of b].",
+)
+@click.option("--tp", "tp_text", metavar="LIST", help="Tensor-parallel degrees [every legal one].")
+@click.option("--pp", "pp_text", metavar="LIST", help="Pipeline stages [every legal count].")
+@click.option("--recompute", "recompute_text", metavar="LIST", help="none, selective, full [all].")
+@click.option("--zero", "zero_text", metavar="LIST", help="ZeRO stages, 0 and/or 1 [both].")
 @click.option("--range", "range_text", metavar="LO:HI", help="Search range [value/64 : value*64].")
 @click.option("--grid", type=int, default=4096, show_default=True, help="Dense grid size before bisection.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
@@ -218,7 +249,7 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
 @handle_errors
 def codesign(
     model_spec, lc, machine_spec, param, strategies, beats, target, metric, p_text, b_text, B_text,
-    p2_text, S_text, range_text, grid, sets, as_json,
+    p2_text, S_text, mb_text, tp_text, pp_text, recompute_text, zero_text, range_text, grid, sets, as_json,
 ) -> None:  # fmt: skip
     """Smallest (or largest) value of a machine parameter at which a target holds.
 
@@ -227,6 +258,10 @@ def codesign(
     precision. It is --beats (the best configuration of the strategies is
     faster than the rival's best) and/or --target (the best configuration
     meets e.g. t_epoch_s <= 10), over the given b (or global batch B), p2, S.
+    data+tensor+pipeline's software is re-optimised at every value: the best
+    feasible split over --tp, --pp, --micro-batch, --recompute, --zero (every
+    legal value by default) is chosen there, and the answer shows it on each
+    side of the threshold.
 
     \b
     Example:
@@ -234,13 +269,18 @@ def codesign(
           --strategy data+filter --beats data --p 1024 --B 8192
       sweep codesign --model resnet50 --machine abci --param gpu_mem_bytes \\
           --strategy data,data+filter --p 1024 --b 16,32,64,128 --target "t_epoch_s <= 6"
+      sweep codesign --model gpt3-175b --machine a100-ib800 --strategy data+tensor+pipeline \\
+          --p 1024 --global-batch 1536 --param inter_bandwidth_Bps --target "t_iter_s <= 27"
     """
     from sweep import api
     from sweep.answers.codesign import format_answer
 
     answers = api.codesign(
         model_spec, machine_spec, _names(strategies), param, p=_ints(p_text, "--p") or (),
-        b=_ints(b_text, "--b"), B=_ints(B_text, "--B"), p2=_ints(p2_text, "--p2"), S=_ints(S_text, "--S"),
+        b=_ints(b_text, "--b"), B=_ints(B_text, "--global-batch"), p2=_ints(p2_text, "--p2"),
+        S=_ints(S_text, "--S"), micro_batch=_ints(mb_text, "--micro-batch"), tp=_ints(tp_text, "--tp"),
+        pp=_ints(pp_text, "--pp"), recompute=_words(recompute_text, "--recompute"),
+        zero=_zeros(zero_text),
         target=target, beats=beats, metric=metric, range=_range(range_text), grid=grid,
         set=parse_set(sets), lc=lc,
     )  # fmt: skip
@@ -276,7 +316,15 @@ def _range(text: str | None) -> tuple[float, float] | None:
 @click.option("--p", "p", type=int, help="Total number of GPUs.")
 @click.option("--b", "b", type=int, help="Samples per data-parallel replica.")
 @click.option("--p2", "p2", type=int, help="GPUs per group of the hybrids [gpus_per_node].")
-@click.option("--S", "S", type=int, help="Pipeline micro-batches [p].")
+@click.option("--S", "S", type=int, help="Micro-batches [p for pipeline, 1 for data+tensor+pipeline].")
+@click.option("--global-batch", "global_batch", type=int, help="Or: the global batch; b = it / replicas.")
+@click.option("--micro-batch", "micro_batch", type=int, help="Or: the micro-batch size; S = b / it.")
+@click.option("--tp", "tp", type=int, help="Tensor-parallel degree of data+tensor+pipeline [1].")
+@click.option("--pp", "pp", type=int, help="Pipeline stages of data+tensor+pipeline [1].")
+@click.option(
+    "--recompute", type=click.Choice(["none", "selective", "full"]), help="Activation recomputation [none]."
+)
+@click.option("--zero", type=click.IntRange(0, 1), help="ZeRO stage (0 or 1) of data+tensor+pipeline [0].")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
 @click.option("--of", "metric", default="t_epoch_s", show_default=True, help="Column to differentiate.")
 @_where_option
@@ -286,8 +334,8 @@ def _range(text: str | None) -> tuple[float, float] | None:
 @handle_errors
 @_arrow_errors
 def sensitivity(
-    source, model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, metric, where, max_rows, as_json,
-    out, columns, limit,
+    source, model_spec, lc, machine_spec, strategy, p, b, p2, S, global_batch, micro_batch, tp, pp,
+    recompute, zero, sets, metric, where, max_rows, as_json, out, columns, limit,
 ) -> None:  # fmt: skip
     """Elasticities d ln t_epoch / d ln X for every machine parameter X, by jax.grad.
 
@@ -300,6 +348,8 @@ def sensitivity(
     \b
     Example:
       sweep sensitivity --model resnet50 --machine abci --strategy data+filter --p 1024 --b 32
+      sweep sensitivity --model gpt3-175b --machine a100-ib800 --strategy data+tensor+pipeline \\
+          --p 1024 --global-batch 1536 --micro-batch 1 --tp 8 --pp 16 --recompute selective
       sweep sensitivity outputs/paper-resnet50-vgg16 --where "p == 1024 and b == 32" -o e.csv
     """
     from sweep import api
@@ -307,6 +357,7 @@ def sensitivity(
 
     table = api.sensitivity(
         source, model=model_spec, machine=machine_spec, strategy=strategy, p=p, b=b, p2=p2, S=S,
+        global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp, recompute=recompute, zero=zero,
         set=parse_set(sets), lc=lc, of=metric, where=where, max_rows=max_rows,
     )  # fmt: skip
     if source is None:

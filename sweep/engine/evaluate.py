@@ -1,23 +1,32 @@
-"""Wiring between files and kernels: one strategy on one bound model and machine.
+"""The evaluator: one strategy on one bound model and machine, as a pure function of a configuration.
 
-:func:`point_fn` returns the per-configuration function that the engine
-vmaps and ``sweep estimate`` calls once; :data:`COLUMNS` is docs/output-format.md#columns's
-column order.
+:class:`Evaluator` is the one home of the evaluation recipe (the profile's
+machine pytree, its overrides, its calibrated overheads, the strategy's
+kernel): ``ev(inputs, cfg, values) -> (Cost, Derived)`` for one
+:class:`kernels.Config` and the values of the free machine parameters. Sweeps
+``vmap`` it, sensitivity and calibration take its ``grad``, co-design bisects
+on it and ``sweep estimate`` calls it once. :func:`point_fn` is the kernel
+with overrides and overheads applied, which the engine's chunk program
+wraps; :data:`RESULT_COLUMNS` is docs/output-format.md#columns's column order.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
 from kernels.names import BATCH
 from kernels.strategies.registry import REGISTRY
 from kernels.terms import scale_terms
-from sweep.inputs.configs import NO_OWN, Bound, Own, resolve
+from sweep.inputs.configs import NO_OWN, Bound, Overheads, Own, frozen_overheads, resolve
 from sweep.inputs.machines import override
 from sweep.output.store import LIMIT_REASON, column_name, limit_reason
 
@@ -69,6 +78,95 @@ def point_fn(
     return f
 
 
+class Inputs(NamedTuple):
+    """The arrays an :class:`Evaluator` reads: the kernels' net and base machine, and the values
+    of the profile's fixed overrides (in the order of :attr:`Evaluator.fixed`)."""
+
+    net: Net
+    machine: Any
+    fixed: tuple
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """A strategy on a bound model and machine: ``ev(inputs, cfg, values) -> (Cost, Derived)``.
+
+    ``free`` names the machine parameters whose values each call takes
+    (``values``, in that order: a swept axis, co-design's parameter);
+    ``fixed`` the profile's other overrides, whose values travel in
+    :class:`Inputs`. Both are applied in one :func:`sweep.inputs.machines.override`,
+    free first. ``overheads`` is the profile's calibrated table
+    (:func:`sweep.inputs.configs.frozen_overheads`, hashable, so an evaluator
+    keys compile caches) or a mapping whose values may be traced (calibration
+    differentiates through them). Pure: jit, vmap and grad take it as it is;
+    :meth:`bind` fixes the inputs, giving ``f(cfg, values)``.
+    """
+
+    strategy: str
+    free: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()
+    overheads: Overheads | Mapping[str, Mapping[str, Any]] = ()
+
+    @classmethod
+    def of(
+        cls, bound: Bound, strategy: str, free: Sequence[str] = (), dtype=np.float64
+    ) -> tuple[Evaluator, Inputs]:
+        """The evaluator of ``strategy`` on ``bound`` with machine parameters ``free``, and its
+        inputs in ``dtype`` (the profile's other overrides fixed at their values)."""
+        fixed = bound.profile.override_values(dtype, skip=tuple(free))
+        ev = cls(strategy, tuple(free), tuple(fixed), frozen_overheads(bound.profile))
+        return ev, ev.inputs(bound, dtype)
+
+    def inputs(self, bound: Bound, dtype=np.float64) -> Inputs:
+        """``bound``'s net, machine and fixed override values as ``dtype`` device arrays."""
+        cast = functools.partial(jax.tree_util.tree_map, lambda a: jnp.asarray(a, dtype))
+        overrides = bound.profile.override_values(dtype)
+        return Inputs(
+            cast(bound.net),
+            cast(bound.profile.pytree(np.float64)),
+            tuple(jnp.asarray(overrides[k]) for k in self.fixed),
+        )
+
+    def table(self) -> dict[str, dict[str, Any]]:
+        """The overheads as :func:`point_fn` takes them."""
+        items = self.overheads.items() if isinstance(self.overheads, Mapping) else self.overheads
+        return {k: dict(v) for k, v in items}
+
+    def machine(self, inputs: Inputs, values: Sequence = ()):
+        """The kernels' machine with the free ``values`` and the fixed overrides applied."""
+        names, given = (*self.free, *self.fixed), (*values, *inputs.fixed)
+        return override(inputs.machine, dict(zip(names, given, strict=True)))
+
+    def __call__(self, inputs: Inputs, cfg: Config, values: Sequence = ()) -> tuple[Cost, Derived]:
+        return self.on(inputs.net, self.machine(inputs, values), cfg)
+
+    def on(self, net: Net, machine, cfg: Config) -> tuple[Cost, Derived]:
+        """The evaluation on a machine whose parameters are already applied (:meth:`machine`):
+        the strategy's kernel and the overheads."""
+        return point_fn(self.strategy, (), overheads=self.table() or None)(net, machine, cfg, ())
+
+    def bind(self, inputs: Inputs) -> Callable[..., tuple[Cost, Derived]]:
+        """``f(cfg, values=()) -> (Cost, Derived)`` with ``inputs`` fixed."""
+        return functools.partial(self, inputs)
+
+
+@functools.lru_cache(maxsize=64)
+def jitted(ev: Evaluator) -> Callable[..., tuple[Cost, Derived]]:
+    """``jax.jit(ev)``, once per evaluator (an evaluator with a traced overheads table is not kept)."""
+    return jax.jit(ev)
+
+
+def column(cost: Cost, derived: Derived, name: str):
+    """The column ``name`` of an evaluation: a field of :class:`Cost` or of :class:`Derived`."""
+    return getattr(derived, name) if name in Derived._fields else getattr(cost, name)
+
+
+def config(*values, dtype=np.float64) -> Config:
+    """A :class:`kernels.Config` of ``values`` in field order (p, b, p2, S, then the strategies'
+    own axes), as ``dtype`` arrays; fields not given stay None (their defaults)."""
+    return Config(*(jnp.asarray(v, dtype) for v in values))
+
+
 def estimate(
     bound: Bound,
     strategy: str,
@@ -95,13 +193,9 @@ def estimate(
         profile, strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own, warn=warn
     )
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-    overrides = profile.override_values(dtype)
-    names = tuple(overrides)
+    ev, inputs = Evaluator.of(bound, strategy, dtype=dtype)
     # one compile costs less than dispatching every term eagerly
-    f = jax.jit(point_fn(strategy, names, overheads=profile.overheads))
-    machine = profile.pytree(dtype)
-    cfg = Config(*(jnp.asarray(v, dtype) for v in config.config))
-    cost, derived = f(bound.net, machine, cfg, tuple(overrides.values()))
+    cost, derived = jitted(ev)(inputs, Config(*(jnp.asarray(v, dtype) for v in config.config)))
     if not config.fits:  # the batch as the user set it does not divide: infeasible, batch
         cost = cost._replace(limit=jnp.asarray(BATCH, cost.limit.dtype))
         derived = derived._replace(feasible=jnp.asarray(False))

@@ -37,7 +37,7 @@ from kernels.strategies.registry import OWN_AXES
 from sweep.engine import compiled as traced
 from sweep.engine import index
 from sweep.engine.devices import AXIS, device_mesh, local_devices
-from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, point_fn
+from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, Evaluator, Inputs
 from sweep.engine.filters import (
     compact_indices,
     floor_div,
@@ -50,7 +50,16 @@ from sweep.engine.filters import (
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
-from sweep.inputs.configs import NO_OWN, batch_from, default_S, defaults, p2_fits, replicas, uses
+from sweep.inputs.configs import (
+    NO_OWN,
+    batch_from,
+    default_S,
+    defaults,
+    frozen_overheads,
+    p2_fits,
+    replicas,
+    uses,
+)
 from sweep.inputs.grid import CONFIG_AXES, Job
 from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
@@ -113,7 +122,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     """``one(net, machine, at) -> (floats, ints, limit, fits)``: every column of one
     configuration of ``job``; ``at`` maps each axis to (value, digit)."""
     machine_axes = job.machine_axes
-    point = point_fn(job.strategy, machine_axes, overheads=job.bound.profile.overheads)
+    ev = Evaluator(job.strategy, machine_axes, overheads=frozen_overheads(job.bound.profile))
     hybrid = uses(job.strategy, "p2")
     # the batch as users set it (docs/model.md §2): b from the global batch, S from the micro-batch
     by_global = "global_batch" in job.axes
@@ -143,7 +152,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
                 at["global_batch"][0].astype(dtype) if by_global else None,
                 at["micro_batch"][0].astype(dtype) if by_micro else None,
             )
-        cost, derived = point(net, machine, Config(p, b, p2, s, *own), swept)
+        cost, derived = ev(Inputs(net, machine, ()), Config(p, b, p2, s, *own), swept)
         if fits_batch is not None:  # a global batch p1 does not divide, a micro-batch b: infeasible, batch
             cost = cost._replace(limit=jnp.where(fits_batch, cost.limit, BATCH).astype(cost.limit.dtype))
             derived = derived._replace(feasible=derived.feasible & fits_batch)

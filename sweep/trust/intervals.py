@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import Config
-from sweep.engine.evaluate import point_fn
+from sweep.engine.evaluate import Evaluator, Inputs
 from sweep.inputs.configs import NO_OWN, Bound, Own, input_elems, model_overheads
 from sweep.inputs.machines import MachineProfile
 from sweep.inputs.measured import Measurements, Run
@@ -256,8 +256,8 @@ def _jacobian_fn(bound: Bound, strategy: str, swept: tuple[str, ...], params: Se
 
     def log_t(u, cfg, values):
         machine, overheads, scales = parameterised(profile, params, jnp.exp(u) - floor)
-        f = point_fn(strategy, swept, overheads=model_overheads(overheads, inputs))
-        _, derived = f(scaled_net(net, bound.model.name, scales), machine, cfg, values)
+        ev = Evaluator(strategy, swept, overheads=model_overheads(overheads, inputs))
+        _, derived = ev(Inputs(scaled_net(net, bound.model.name, scales), machine, ()), cfg, values)
         return jnp.log(derived.t_iter_s)
 
     def one(u, cfg, values):

@@ -21,7 +21,7 @@ with run weights ``w_i``, a robust loss ``rho`` of scale ``s``, and
 ``z_j = (u_j - u_{0,j}) / \sigma_j`` for a log-normal prior around the
 profile's value (``v_j / \tau_j`` for an additive overhead, a half-normal
 prior around 0); gradients from :func:`jax.grad` through the same kernels the
-sweeps use (:func:`sweep.engine.evaluate.point_fn`), in float64.
+sweeps use (:class:`sweep.engine.evaluate.Evaluator`), in float64.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 from kernels import SCALAR_PARAMS, STRATEGIES
 from kernels.terms import ADDITIVE_TERMS as KERNEL_ADDITIVE
 from kernels.terms import OVERHEAD_TERMS
-from sweep.engine.evaluate import point_fn
+from sweep.engine.evaluate import Evaluator, Inputs
 from sweep.errors import InputError
 from sweep.inputs.configs import input_elems, model_overheads
 from sweep.inputs.machines import INPUT_TERM, MachineProfile, override
@@ -340,10 +340,10 @@ class Problem:
         machine, overheads, scales = parameterised(self.profile, self.params, jnp.exp(logv) - self.floor)
         out = jnp.zeros(len(self.meas.runs), jnp.float64)
         for g in self._groups:
-            f = point_fn(g.strategy, (), overheads=model_overheads(overheads, self._inputs[g.model]))
+            ev = Evaluator(g.strategy, overheads=model_overheads(overheads, self._inputs[g.model]))
             net, cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), (g.net, g.cfg))
             net = scaled_net(net, self.meas.bounds[(g.machine, g.model)].model.name, scales)
-            _, derived = jax.vmap(f, in_axes=(None, None, 0, None))(net, machine, cfg, ())
+            _, derived = jax.vmap(ev, in_axes=(None, 0))(Inputs(net, machine, ()), cfg)
             out = out.at[g.index].set(jnp.log(derived.t_iter_s))
         return out
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import Config, Net
-from sweep.engine.evaluate import point_fn
+from sweep.engine.evaluate import Evaluator, Inputs
 from sweep.errors import InputError
 from sweep.inputs.configs import frozen_overheads
 from sweep.inputs.machines import MachineProfile
@@ -88,17 +88,18 @@ def predict(meas: Measurements) -> Predictions:
     t_iter, t_comp, t_comm = np.empty(n), np.empty(n), np.empty(n)
     limit: list[str | None] = [None] * n
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-    compiled: dict[tuple, object] = {}
+    compiled: dict[Evaluator, object] = {}
     for g in groups(meas):
-        overrides = g.profile.override_values(dtype)
-        names = tuple(overrides)
-        key = (g.machine, g.strategy, frozen_overheads(g.profile))  # a bound model's own overheads
-        if key not in compiled:
-            f = point_fn(g.strategy, names, overheads=g.profile.overheads)
-            compiled[key] = jax.jit(jax.vmap(f, in_axes=(None, None, 0, None)))
-        values = tuple(jnp.asarray(v) for v in overrides.values())
-        cast = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), (g.net, g.profile.pytree(), g.cfg))
-        cost, derived = compiled[key](*cast, values)  # type: ignore[operator]
+        # the evaluator keys the compile: machine overrides and a bound model's own overheads
+        ev = Evaluator(g.strategy, (), tuple(g.profile.overrides), frozen_overheads(g.profile))
+        if ev not in compiled:
+            compiled[ev] = jax.jit(jax.vmap(ev, in_axes=(None, 0)))
+        net, machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), (g.net, g.profile.pytree()))
+        inputs = Inputs(
+            net, machine, tuple(jnp.asarray(v) for v in g.profile.override_values(dtype).values())
+        )
+        cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), g.cfg)
+        cost, derived = compiled[ev](inputs, cfg)  # type: ignore[operator]
         its = np.asarray(cost.iterations, np.float64)
         t_iter[g.index] = np.asarray(derived.t_iter_s, np.float64)
         t_comp[g.index] = np.asarray(cost.t_comp_s, np.float64) / its

@@ -100,7 +100,7 @@ def test_report_names_the_lever_and_the_skipped(bound):
     with pytest.raises(InputError, match="unknown metric"):
         sensitivity(bound, "data", 8, 32, metric="mem")
     # the library names the parameter; the CLI writes its flag (--p)
-    with pytest.raises(InputError, match="^p must be a whole number >= 1") as err:
+    with pytest.raises(InputError, match=r"^p must be a whole number >= 1") as err:
         sensitivity(bound, "data", 0, 32)
     assert err.value.param == ("p",)
 

@@ -65,7 +65,7 @@ def test_tensor_sweep_keep_top(tmp_path):
 
 def test_sensitivity_of_tensor_rows(tmp_path):
     """sweep sensitivity rebuilds each row's tp, pp, recompute and zero from the data: its t_epoch_s
-    is the row's; codesign refuses the strategy rather than answer for tp = pp = 1."""
+    is the row's; codesign answers for the strategy with its own axes among the choices."""
     from sweep.errors import InputError
 
     api.run(SPEC, tmp_path / "s", x64=True)
@@ -81,15 +81,16 @@ def test_sensitivity_of_tensor_rows(tmp_path):
     got = api.sensitivity(tmp_path / "s", where=where).to_pylist()
     assert len(got) == len(want) > 0
     assert sorted(r["t_epoch_s"] for r in got) == pytest.approx(sorted(want.values()), rel=1e-12)
-    with pytest.raises(InputError, match="not in codesign"):
+    # codesign now re-optimises tp, pp, recompute and zero (tests/answers/test_codesign_tensor.py)
+    # and refuses an axis no strategy of the question has
+    [a] = api.codesign(
+        SPEC["model"], "a100-ib800", "data+tensor+pipeline", param="efficiency", p=8, b=8,
+        target="t_epoch_s <= 1", grid=16,
+    )  # fmt: skip
+    assert {"tp", "pp", "recompute", "zero"} <= a.best[0].keys()
+    with pytest.raises(InputError, match="--tp: no strategy"):
         api.codesign(
-            SPEC["model"],
-            "a100-ib800",
-            "data+tensor+pipeline",
-            param="efficiency",
-            p=8,
-            b=8,
-            target="t_epoch_s <= 1",
+            SPEC["model"], "a100-ib800", "data", param="efficiency", p=8, b=8, tp=2, target="t_epoch_s <= 1"
         )
 
 

@@ -1,0 +1,201 @@
+"""The configurations a co-design question chooses from (docs/model.md §2, §16).
+
+For one strategy at a GPU count: its p, b, p2 and S and its own axes
+(data+tensor+pipeline's tp, pp, recompute, zero, ...), every legal value of
+an own axis unless the question lists them (:func:`legal_values`), a fixed
+global batch split into samples per replica and micro-batches
+(:func:`batch_split`), configurations where it does not split kept and marked
+(limit ``batch``). :class:`Candidates` holds them as one float64 matrix, which
+co-design vmaps its evaluator over.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from kernels import Config
+from kernels.strategies import registry
+from sweep.errors import InputError
+from sweep.inputs.configs import Bound, default_p2, defaults, p2_fits
+
+
+class Question(Protocol):
+    """What :func:`candidates` reads of a question (:class:`sweep.answers.codesign.Question`)."""
+
+    @property
+    def p(self) -> int: ...
+    @property
+    def b(self) -> tuple[int, ...] | None: ...
+    @property
+    def B(self) -> tuple[int, ...] | None: ...
+    @property
+    def p2(self) -> tuple[int, ...] | None: ...
+    @property
+    def S(self) -> tuple[int, ...] | None: ...
+    @property
+    def micro_batch(self) -> tuple[int, ...] | None: ...
+    @property
+    def own(self) -> tuple[tuple[str, tuple[int, ...]], ...]: ...
+
+
+class Candidates(NamedTuple):
+    """The configurations of one strategy a question chooses from: ``rows[n, len(columns)]``
+    (float64 values of the :class:`kernels.Config` fields ``columns``) and ``valid[n]``, false
+    where the global batch does not split (limit ``batch``)."""
+
+    rows: np.ndarray
+    valid: np.ndarray
+    columns: tuple[str, ...]
+
+
+def batch_split(
+    global_batch: int, p: int, group: int, micro_batch: int | None
+) -> tuple[int, int | None, bool]:
+    """``(b, S, divides)`` of a fixed global batch: ``b = B / p1`` samples per replica with
+    ``p1 = p / group`` replicas, ``S = b / micro_batch`` micro-batches (None without a micro-batch
+    size). ``divides`` is false where p1, b or S is not a whole number (the row is infeasible,
+    ``batch``); b and S are then rounded down, at least 1, so that the row still evaluates."""
+    p1, p_rest = divmod(p, group) if group >= 1 else (0, 1)
+    b, b_rest = divmod(global_batch, p1) if p1 >= 1 else (0, 1)
+    ok = p_rest == 0 and b_rest == 0 and b >= 1
+    if micro_batch is None:
+        return max(b, 1), None, ok
+    S, s_rest = divmod(b, micro_batch)
+    return max(b, 1), max(S, 1), ok and s_rest == 0 and S >= 1
+
+
+#: Own axes whose every legal value co-design searches by default; the others take their default.
+SEARCHED = ("tp", "pp", "recompute", "zero")
+
+
+def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
+    """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
+    tp dividing the attention heads and p, pp up to the transformer blocks (the layers of a model
+    without attention) with tp pp dividing p, every recomputation mode, ZeRO 0 and 1; the axes
+    not in :data:`SEARCHED` their default."""
+    entry = registry.entry(strategy)
+    heads = int(np.asarray(bound.net.transformer.heads))
+    attention = sum(1 for layer in bound.model.layers if layer.kind == "attention")
+    blocks = attention or int(np.asarray(bound.net.n_layers))
+    out: dict[str, tuple[int, ...]] = {}
+    for axis in entry.own:
+        if axis.name == "tp":
+            out["tp"] = tuple(t for t in range(1, min(heads, p) + 1) if heads % t == 0 and p % t == 0)
+        elif axis.name == "pp":
+            out["pp"] = tuple(range(1, min(blocks, p) + 1))  # tp pp | p is checked per pair
+        elif axis.name in SEARCHED and axis.choices:
+            out[axis.name] = tuple(range(len(axis.choices)))
+        elif axis.name in SEARCHED and axis.maximum is not None:
+            out[axis.name] = tuple(range(axis.minimum, axis.maximum + 1))
+        else:
+            out[axis.name] = (axis.default,)
+    return out
+
+
+def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
+    """The configurations of one strategy at ``q.p``: hybrids keep p2 | p; a fixed global batch
+    gives each its b (and, with micro-batch sizes, its S) by :func:`batch_split`; a strategy's own
+    axes take ``q.own``'s lists, else :func:`legal_values` (where the pair tp, pp does not divide
+    p it is left out of the default lists)."""
+    entry = registry.entry(strategy)
+    gpn = default_p2(bound.profile)
+    p = q.p
+    given = dict(q.own)
+    legal = legal_values(bound, strategy, p) if entry.own else {}
+    names = tuple(a.name for a in entry.own)
+    lists = [given.get(n, legal.get(n, ())) for n in names]
+    uses_S = entry.uses("S")
+    p2s = (q.p2 or (None,)) if entry.uses("p2") else (None,)
+    Ss = (q.S or (None,)) if uses_S and not q.micro_batch else (None,)
+    default_S = 1 if uses_S and not entry.S_is_p else p  # S = p where a strategy does not read it
+    rows: dict[tuple, bool] = {}
+    for own in itertools.product(*lists):
+        values = dict(zip(names, own, strict=True))
+        if (
+            {"tp", "pp"} <= values.keys()
+            and not {"tp", "pp"} & given.keys()
+            and p % (values["tp"] * values["pp"])
+        ):
+            continue  # the default lists hold the pairs that divide p
+        for given_p2 in p2s:
+            p2, _ = defaults(p, given_p2, None, gpn)
+            if entry.uses("p2") and not p2_fits(p, p2):
+                continue
+            group = entry.group(p, p2, values) if strategy != "serial" else p
+            for given_S in Ss:
+                S0 = default_S if given_S is None else given_S
+                if q.B:
+                    batches = [batch_split(big, p, group, None)[::2] for big in q.B]
+                else:
+                    batches = [(b, True) for b in q.b or ()]
+                for b, ok_b in batches:
+                    if not ok_b and not entry.own:
+                        continue  # a paper strategy's batch that does not split is left out
+                    if q.micro_batch and uses_S:
+                        sizes: Sequence[int | None] = q.micro_batch
+                    elif uses_S and entry.own and not q.S:
+                        sizes = [m for m in range(1, b + 1) if b % m == 0]  # every legal micro-batch
+                    else:
+                        sizes = [None]
+                    for mb in sizes:
+                        S = S0 if mb is None else max(b // mb, 1)
+                        ok = ok_b and (mb is None or b % mb == 0)
+                        key = (p, b, p2, S, *own)
+                        rows[key] = rows.get(key, False) or ok
+    keys = sorted(rows)
+    columns = ("p", "b", "p2", "S", *names)
+    array = np.asarray(keys, dtype=np.float64).reshape(-1, len(columns))
+    return Candidates(array, np.asarray([rows[k] for k in keys], bool), columns)
+
+
+def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
+    """``[n, 4 + own axes]`` float64 rows (p, b, p2, S, then the strategy's own axes) of the valid
+    configurations of one strategy at ``q.p`` (:func:`candidates`)."""
+    c = candidates(bound, strategy, q)
+    return c.rows[c.valid]
+
+
+def config_columns(strategy: str) -> tuple[str, ...]:
+    """The :class:`kernels.Config` fields of a strategy's :class:`Candidates` rows."""
+    return ("p", "b", "p2", "S", *(a.name for a in registry.entry(strategy).own))
+
+
+def row_config(strategy: str, row) -> Config:
+    """The :class:`kernels.Config` of one :class:`Candidates` row of ``strategy`` (or of a batch
+    of rows, under vmap)."""
+    return Config(**{c: row[i] for i, c in enumerate(config_columns(strategy))})
+
+
+def check_lists(q: Question, strategies: Sequence[str]) -> None:
+    """An :class:`InputError` unless the question's own-axis lists name axes of ``strategies``
+    with legal values, and it gives S or micro-batch sizes, not both."""
+    entries = [registry.entry(s) for s in strategies]
+    for name, values in q.own:
+        owners = [e for e in entries if any(a.name == name for a in e.own)]
+        if not owners:
+            raise InputError(f"--{name.replace('_', '-')}: no strategy of the question has this axis")
+        for v in values:
+            try:
+                owners[0].axis(name).code(v)
+            except ValueError as err:
+                raise InputError(f"--{name.replace('_', '-')}: {err}") from None
+    if q.micro_batch and q.S:
+        raise InputError("give --S or --micro-batch, not both")
+
+
+def codes(name: str, values) -> tuple[int, ...]:
+    """A list of an own axis's values as codes (a categorical axis takes its names)."""
+    if name not in registry.OWN_AXES:
+        raise InputError(f"unknown axis '{name}' (strategies' own axes: {', '.join(registry.OWN_AXES)})")
+    axis = registry.OWN_AXES[name]
+    items = [values] if isinstance(values, int | str) else list(values)
+    if not items:
+        raise InputError(f"--{name.replace('_', '-')} is empty")
+    try:
+        return tuple(axis.code(v) for v in items)
+    except ValueError as err:
+        raise InputError(f"--{name.replace('_', '-')}: {err}") from None
