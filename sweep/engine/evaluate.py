@@ -35,6 +35,9 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "t_p2p_s",
     "mem_bytes",
     "gpu_hours",
+    "samples_per_s",
+    "tokens_per_s",
+    "mfu",
 )
 
 
@@ -62,7 +65,7 @@ def point_fn(
         cost = kernel(net, machine, cfg)
         if factors:
             cost = scale_terms(cost, **factors)
-        return cost, derive(cost)
+        return cost, derive(cost, net, machine)
 
     return f
 
@@ -116,7 +119,9 @@ def row_dict(
             row[name] = float(overrides[name])
     merged = {**cost._asdict(), **derived._asdict()}
     for name in RESULT_COLUMNS:
-        row[name] = float(merged[name])
+        value = float(merged[name])
+        # a CNN's tokens_per_s (no tokens): null in JSON, not NaN
+        row[name] = None if name == "tokens_per_s" and math.isnan(value) else value
     row["feasible"] = bool(derived.feasible)
     row[LIMIT_REASON] = limit_reason(int(cost.limit))
     return row
