@@ -14,10 +14,11 @@ import jax
 import jax.numpy as jnp
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
+from kernels.strategies.registry import OWN_AXES
 from kernels.terms import scale_terms
 from sweep.inputs.configs import TENSOR, TENSOR_AXES, Bound, Tensor, resolve_config
 from sweep.inputs.machines import override
-from sweep.output.store import LIMIT_REASON, column_name, limit_reason
+from sweep.output.store import LIMIT_REASON, NULL_WHERE_NAN, choices_of, column_name, limit_reason
 
 #: Integer-valued configuration fields of :class:`kernels.Cost`, in output order.
 CONFIG_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
@@ -112,16 +113,17 @@ def row_dict(
     for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
         value = float(getattr(cost, field))
         row[name] = round(value) if math.isfinite(value) and value == round(value) else value
-    if strategy == TENSOR:
-        row.update(zip(TENSOR_AXES, tensor or Tensor(), strict=True))
+    if strategy == TENSOR:  # a categorical axis as its name (recompute = "full")
+        row.update((a, OWN_AXES[a].label(v)) for a, v in zip(TENSOR_AXES, tensor or Tensor(), strict=True))
     for name in SCALAR_PARAMS:
         if name in overrides:
-            row[name] = float(overrides[name])
+            choices = choices_of(name)  # a categorical setting (memory_model) as its name
+            row[name] = choices[int(overrides[name])] if choices else float(overrides[name])
     merged = {**cost._asdict(), **derived._asdict()}
     for name in RESULT_COLUMNS:
         value = float(merged[name])
-        # a CNN's tokens_per_s (no tokens): null in JSON, not NaN
-        row[name] = None if name == "tokens_per_s" and math.isnan(value) else value
+        # a CNN's tokens_per_s (no tokens): null, as in the Parquet output
+        row[name] = None if name in NULL_WHERE_NAN and math.isnan(value) else value
     row["feasible"] = bool(derived.feasible)
     row[LIMIT_REASON] = limit_reason(int(cost.limit))
     return row

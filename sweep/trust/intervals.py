@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import Config
+from kernels.strategies.registry import OWN_AXES
 from sweep.engine.evaluate import point_fn
 from sweep.inputs.configs import TENSOR_AXES, Bound, Tensor, input_elems, model_overheads
 from sweep.inputs.machines import MachineProfile
@@ -181,7 +182,7 @@ def estimate_interval(bound: Bound, row: dict, level: float = LEVEL) -> tuple[fl
     run = Run(
         line=0, model=bound.model.name, strategy=row["strategy"], machine=profile.name,
         p=int(row["p"]), b=int(row["b"]), p2=int(row["p2"]), S=int(row["S"]), iter_time_s=1.0,
-        tensor=Tensor(*(int(row.get(a, d)) for a, d in zip(TENSOR_AXES, Tensor(), strict=True))),
+        tensor=Tensor(*(OWN_AXES[a].code(row.get(a, d)) for a, d in zip(TENSOR_AXES, Tensor(), strict=True))),
     )  # fmt: skip
     meas = Measurements(
         "estimate", (), [run], [], {(profile.name, bound.model.name): bound}, {profile.name: profile.name}
