@@ -11,15 +11,28 @@ from pathlib import Path
 import pyarrow as pa
 
 from kernels.names import SCALAR_PARAMS
-from kernels.strategies.registry import OWN_AXES
 from sweep.errors import InputError
 from sweep.output import store
 
 #: The swept machine-parameter columns (:mod:`kernels.names` holds them without importing JAX).
 MACHINE_PARAMS = SCALAR_PARAMS
 #: Columns shown on the terminal when none are asked for, in this order, where present.
-#: (A strategy's own axes, from its registry entry, are only in sweeps that have the strategy.)
-DISPLAY_FIRST = ("model", "machine", "strategy", "p", "p1", "p2", "b", "global_batch", "S", *OWN_AXES)
+#: (tp, pp, recompute and zero are only in sweeps that have data+tensor+pipeline.)
+DISPLAY_FIRST = (
+    "model",
+    "machine",
+    "strategy",
+    "p",
+    "p1",
+    "p2",
+    "b",
+    "global_batch",
+    "S",
+    "tp",
+    "pp",
+    "recompute",
+    "zero",
+)
 DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit_reason", "rank", "tied")
 
 

@@ -41,7 +41,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kernels.names import LIMITS, MACHINE_CHOICES
-from kernels.strategies.registry import OWN_AXES
 from sweep.errors import InputError
 from sweep.output import arrays
 from sweep.output.manifest import Manifest
@@ -84,6 +83,10 @@ def choices_of(column: str) -> tuple[str, ...]:
     ``recompute``, ``precision``) or a categorical machine setting
     (:data:`kernels.names.MACHINE_CHOICES`: ``memory_model``, ``allreduce_algo``).
     """
+    # here, not at the top: a query imports this module and must not load kernels (but
+    # kernels.names) when it reads no categorical column
+    from kernels.strategies.registry import OWN_AXES
+
     axis = OWN_AXES.get(column)
     if axis is not None:
         return axis.choices

@@ -65,7 +65,7 @@ def test_categorical_settings_are_names(tmp_path):
     from sweep.answers.query import open_sweep
 
     spec = {**SPEC, "axes": {**SPEC["axes"], "memory_model": ["paradl", "training"]}}
-    api.run(spec, tmp_path / "c", keep="pareto:t_iter_s,p")
+    api.run(spec, tmp_path / "c")
     table = ds.dataset(tmp_path / "c").to_table()
     for column, names in (
         ("recompute", ["none", "selective", "full"]),
