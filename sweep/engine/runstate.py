@@ -472,6 +472,8 @@ def run_key(plan: Plan, opts: RunOptions, schema: store.Schema) -> dict[str, Any
     }
     if opts.shard is not None:
         key["shards"] = opts.shard.n
+    if schema.categories:  # names, not codes: a folder of an earlier version's codes is not resumed
+        key["categories"] = sorted(schema.categories)
     return key
 
 
