@@ -101,12 +101,13 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
     # sweep, where I is broadcast over the axes vmapped after b) into this product, and only
     # in some chunk layouts, so the quotient came out a last bit apart between them
     t_iter = t_epoch * (1.0 / cost.iterations)
-    samples_per_s = cost.B / t_iter
+    # products by reciprocals too (t_iter, p may be broadcast over a chunk's inner axes)
+    samples_per_s = cost.B * (1.0 / t_iter)
     if net is None or machine is None:
         tokens_per_s = mfu = jnp.full_like(samples_per_s, jnp.nan)
     else:
         tokens_per_s = jnp.where(net.tokens > 0, samples_per_s * net.tokens, jnp.nan)
-        mfu = net.model_flops * samples_per_s / (cost.p * machine.gpu_flops)
+        mfu = net.model_flops * samples_per_s * (1.0 / (cost.p * machine.gpu_flops))
     return Derived(
         t_comm_s=t_comm,
         t_epoch_s=t_epoch,
