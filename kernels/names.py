@@ -52,3 +52,13 @@ SCALAR_PARAMS: tuple[str, ...] = (
 
 #: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.
 MEMORY_MODELS: dict[str, int] = {"training": 0, "paradl": 1}
+
+#: The categorical machine settings: each one's names, in code order (the code the kernels see
+#: is the index). Sweep output writes a swept one's column as these names, as it writes a
+#: strategy's categorical axis (:attr:`kernels.strategies.registry.Axis.choices`). A new
+#: categorical setting is one entry here (docs/output-format.md#columns).
+MACHINE_CHOICES: dict[str, tuple[str, ...]] = {
+    "memory_model": tuple(sorted(MEMORY_MODELS, key=MEMORY_MODELS.__getitem__)),
+    # kernels.collectives.ALLREDUCE_ALGOS's codes (a test checks they agree)
+    "allreduce_algo": ("ring", "tree", "auto", "hierarchical"),
+}

@@ -29,6 +29,9 @@ from kernels.names import KINDS  # the layer kinds, re-exported here where the t
 from kernels.transformer import TransformerTable, transformer_table
 
 IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
+#: Layer kinds whose FLOPs the model-FLOPs utilisation counts (docs/model.md §12): the matrix
+#: multiplies (convolutions, fully connected and linear layers, attention's two batched products).
+MODEL_FLOPS_KINDS: frozenset[str] = frozenset({"conv", "fc", "linear", "attention"})
 #: What a layer of each kind keeps for its backward pass (docs/model.md §6.2): its input ``x``
 #: (the weight gradient of conv and fc, batch-norm's normalisation), its output ``y`` (the mask
 #: of relu and dropout, max pooling's argmax), or nothing. A kind not listed keeps its input.
@@ -136,6 +139,8 @@ class Net(NamedTuple):
     spatial: SpatialTable
     pipeline: PipelineTable
     transformer: TransformerTable
+    model_flops: Array  # training FLOPs per sample of the matrix-multiply kinds, the MFU's count (§12)
+    tokens: Array  # positions per sample of the embedding's input (a sequence's tokens), 0 without one
 
 
 def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -459,7 +464,16 @@ def build_net(
         spatial=_spatial_table(layers, flops, act, in_place, saved, fk, tk),
         pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, parts),
         transformer=transformer_table(names, x, w, y, flops, act_nip, parts, fk, tk),
+        model_flops=np.float64(flops[np.isin(names, list(MODEL_FLOPS_KINDS))].sum()),
+        tokens=np.float64(tokens_per_sample(names, x)),
     )
+
+
+def tokens_per_sample(names: np.ndarray, x: np.ndarray) -> float:
+    """Tokens of one sample (docs/model.md §12): the positions of the first embedding layer's
+    input, ``prod(x[1:])`` (``s`` for a GPT's ``x = [1, s]``); 0 for a network without one."""
+    found = np.flatnonzero(names == "embedding")
+    return float(np.prod(x[found[0], 1:])) if len(found) else 0.0
 
 
 def _channel_split(x: np.ndarray) -> np.ndarray:

@@ -67,22 +67,56 @@ class Derived(NamedTuple):
     t_iter_s: Array
     feasible: Array
     gpu_hours: Array
+    samples_per_s: Array
+    tokens_per_s: Array
+    mfu: Array
 
 
-def derive(cost: Cost) -> Derived:
-    """``t_comm = allreduce + allgather + halo + p2p``, ``t_epoch = comp + comm``,
-    ``t_iter = t_epoch / I``, ``gpu_hours = p * t_epoch / 3600`` (docs/model.md §12)."""
+def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -> Derived:
+    """The derived columns of docs/model.md §12.
+
+    .. math::
+        T_{comm} = T_{ar} + T_{ag} + T_{halo} + T_{p2p},\\quad
+        T_{epoch} = T_{comp} + T_{comm},\\quad T_{iter} = T_{epoch} \\cdot (1 / I),\\quad
+        \\text{gpu\\_hours} = p\\,T_{epoch} / 3600
+
+    and the throughput columns users of LLM tools read:
+
+    .. math::
+        \\text{samples\\_per\\_s} = B / T_{iter},\\quad
+        \\text{tokens\\_per\\_s} = s \\cdot \\text{samples\\_per\\_s},\\quad
+        \\text{mfu} = \\frac{F_{model}\\, B}{T_{iter}\\; p\\; R}
+
+    with ``B`` the global batch, ``s = net.tokens`` a sample's tokens (NaN for
+    a network without an embedding: a CNN), ``F_model = net.model_flops`` the
+    training FLOPs per sample of the matrix multiplies (forward and backward,
+    no recomputation; Korthikanti et al. 2022 count ``72 B L s h^2 (1 + s/6h
+    + V/12hL)`` for a GPT, the same terms) and ``R = machine.gpu_flops`` the
+    peak dense rate. Without ``net`` and ``machine``, ``tokens_per_s`` and
+    ``mfu`` are NaN.
+    """
     t_comm = cost.t_allreduce_s + cost.t_allgather_s + cost.t_halo_s + cost.t_p2p_s
     t_epoch = cost.t_comp_s + t_comm
+    # a product by 1 / I, not a quotient: XLA rewrites a quotient by a broadcast I (in a
+    # sweep, where I is broadcast over the axes vmapped after b) into this product, and only
+    # in some chunk layouts, so the quotient came out a last bit apart between them
+    t_iter = t_epoch * (1.0 / cost.iterations)
+    # products by reciprocals too (t_iter, p may be broadcast over a chunk's inner axes)
+    samples_per_s = cost.B * (1.0 / t_iter)
+    if net is None or machine is None:
+        tokens_per_s = mfu = jnp.full_like(samples_per_s, jnp.nan)
+    else:
+        tokens_per_s = jnp.where(net.tokens > 0, samples_per_s * net.tokens, jnp.nan)
+        mfu = net.model_flops * samples_per_s * (1.0 / (cost.p * machine.gpu_flops))
     return Derived(
         t_comm_s=t_comm,
         t_epoch_s=t_epoch,
-        # a product by 1 / I, not a quotient: XLA rewrites a quotient by a broadcast I (in a
-        # sweep, where I is broadcast over the axes vmapped after b) into this product, and only
-        # in some chunk layouts, so the quotient came out a last bit apart between them
-        t_iter_s=t_epoch * (1.0 / cost.iterations),
+        t_iter_s=t_iter,
         feasible=cost.limit == OK,
         gpu_hours=cost.p * t_epoch / 3600.0,
+        samples_per_s=samples_per_s,
+        tokens_per_s=tokens_per_s,
+        mfu=mfu,
     )
 
 

@@ -19,9 +19,11 @@ one, a front written by ``--keep pareto``); ``all=True`` keeps every tied row
 instead, as they are. Rows with a NaN or null objective never
 enter a front. Each batch is first screened against the running front
 (:func:`sweep.reduce.pareto.dominated_by`: a staircase lookup for two objectives),
-and the survivors are merged with it exactly (:func:`sweep.reduce.pareto.pareto_mask`,
-O(n log n) for two objectives; :func:`sweep.reduce.pareto.pareto_mask_blocked` for
-three or more). The result equals the front of the whole filtered dataset.
+and the survivors go to the group's :class:`sweep.reduce.reducer.Reducer`, the
+one ``sweep run --keep`` reduces with, with dataset positions as the rows'
+identities: one definition of a front, its distinct optima and their tied
+counts for the engine and the queries. The result equals the front of the
+whole filtered dataset.
 
 **Top k** by one column (ascending; ``descending=True`` for the largest):
 ties are broken by position in the dataset (part files in name order, then
@@ -59,7 +61,9 @@ from sweep.answers.where import Filter, combine, parse_where
 from sweep.errors import InputError
 from sweep.output import store
 from sweep.output.manifest import Manifest
-from sweep.reduce.pareto import distinct_optima, dominated_by, numbers, pareto_mask, top_k_order
+from sweep.reduce.keep import Keep, Survivors
+from sweep.reduce.pareto import dominated_by, numbers, pareto_mask
+from sweep.reduce.reducer import Reducer
 
 __all__ = [
     "BATCH_ROWS", "IDENTITY", "ScanStats", "Source", "Sweep", "as_sweep", "best", "display_columns",
@@ -223,8 +227,10 @@ def _filter(sw: Sweep, where: str | Filter | None, feasible_only: bool) -> pc.Ex
 
 @dataclass
 class _State:
-    """The running answer of one group: objective values, dataset positions, carried columns."""
+    """The running answer of one group: the engine's reducer over it, and what it keeps so far
+    (objective values, dataset positions, tied counts, carried columns), for the next screen."""
 
+    reducer: Reducer
     vals: np.ndarray
     rows: np.ndarray
     carry: pa.Table | None = None
@@ -233,11 +239,19 @@ class _State:
 
 @dataclass
 class _Reducer:
-    """How a group's running answer absorbs candidates: screen, then select exactly."""
+    """How a group's running answer absorbs candidates: a screen (exact: it passes every row
+    that can be in the answer), then the engine's reducer (:class:`sweep.reduce.reducer.Reducer`),
+    which decides, ties and counts included, as it does for ``sweep run --keep``."""
 
     screen: Callable[[_State, np.ndarray], np.ndarray]  # candidates worth merging
-    select: Callable[[np.ndarray, np.ndarray], np.ndarray]  # indices kept from (vals, rows)
+    keep: Keep  # what the reducer keeps, over objective columns v0, v1, ...
     distinct: bool = False  # one row per distinct vector kept, with tied counts
+
+    def new(self) -> Reducer:
+        """A reducer of one group, in memory (a query's answer never spills)."""
+        names = tuple(f"v{i}" for i in range(len(self.keep.columns)))
+        schema = store.Schema([], [], [], (), names, pa.float64())
+        return Reducer(self.keep, schema, None)
 
 
 def _pareto_reducer(k: int, distinct: bool) -> _Reducer:
@@ -256,25 +270,19 @@ def _pareto_reducer(k: int, distinct: bool) -> _Reducer:
             ok &= ~dominated_by(sample[sel], vals)
         return ok
 
-    def select(vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        mask = pareto_mask(vals)
-        return np.flatnonzero(mask)
-
-    return _Reducer(screen, select, distinct)
+    keep = Keep("pareto", tuple(f"v{i}" for i in range(k)), ties=not distinct)
+    return _Reducer(screen, keep, distinct)
 
 
 def _top_reducer(k: int) -> _Reducer:
     def screen(state: _State, vals: np.ndarray) -> np.ndarray:
         if len(state.rows) < k:
             return np.ones(len(vals), dtype=bool)
-        kth = np.max(np.where(np.isnan(state.vals[:, 0]), np.inf, state.vals[:, 0]))
+        kth = np.max(state.vals[:, 0])
         v = np.where(np.isnan(vals[:, 0]), np.inf, vals[:, 0])
         return v < kth  # later rows lose ties: positions only grow during the scan
 
-    def select(vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return top_k_order(vals[:, 0], rows, k)
-
-    return _Reducer(screen, select)
+    return _Reducer(screen, Keep("top", ("v0",), k))
 
 
 def _concat(a: pa.Table | None, b: pa.Table | None) -> pa.Table | None:
@@ -283,6 +291,19 @@ def _concat(a: pa.Table | None, b: pa.Table | None) -> pa.Table | None:
     if b is None:
         return a
     return pa.concat_tables([a, b])
+
+
+def _absorb(state: _State, reducer: _Reducer, vals: np.ndarray, rows: np.ndarray, tied: np.ndarray) -> None:
+    """Feed candidate rows (objectives, dataset positions, counts) to the group's reducer and
+    take back what it keeps. A top-k query counts NaN as +inf (docs/queries.md)."""
+    if reducer.keep.kind == "top":
+        vals = np.where(np.isnan(vals), np.inf, vals)
+    n = len(rows)
+    found = Survivors(np.zeros((0, n), np.int32), vals.T, np.zeros(n, np.int8), rows, tied)
+    state.reducer.add(0, ("", "", ""), rows, found)
+    state.vals, ids, counts = state.reducer.held()
+    state.rows = ids[:, 1]
+    state.tied = counts
 
 
 def _reduce(
@@ -316,27 +337,24 @@ def _reduce(
         for key, idx in parts:
             state = states.get(key)
             if state is None:
-                state = states[key] = _State(np.empty((0, k)), np.empty(0, dtype=np.int64))
-                state.tied = np.empty(0, dtype=np.int64)
+                state = states[key] = _State(
+                    reducer.new(), np.empty((0, k)), np.empty(0, dtype=np.int64), tied=np.empty(0, np.int64)
+                )
             if idx is None:  # one group: no copies
                 cand = np.flatnonzero(reducer.screen(state, vals))
             else:
                 cand = idx[reducer.screen(state, vals[idx])]
             if len(cand) == 0:
                 continue
-            new_vals = np.concatenate([state.vals, vals[cand]])
-            new_rows = np.concatenate([state.rows, rows[cand]])
-            new_carry = None
-            if carry_cols:
+            before = state.rows
+            _absorb(state, reducer, vals[cand], rows[cand], tied[cand])
+            if carry_cols:  # the carried rows of the kept positions, in the reducer's order
                 picked = pa.Table.from_batches([batch.select(carry_cols).take(pa.array(cand))])
-                new_carry = _concat(state.carry, picked)
-            keep = reducer.select(new_vals, new_rows)
-            if reducer.distinct:
-                new_tied = np.concatenate([state.tied, tied[cand]])[keep]  # type: ignore[list-item]
-                firsts, state.tied = distinct_optima(new_vals[keep], new_rows[keep], new_tied)
-                keep = keep[firsts]
-            state.vals, state.rows = new_vals[keep], new_rows[keep]
-            state.carry = new_carry.take(pa.array(keep)) if new_carry is not None else None
+                carried = _concat(state.carry, picked)
+                positions = np.concatenate([before, rows[cand]])
+                sorter = np.argsort(positions, kind="stable")
+                at = sorter[np.searchsorted(positions, state.rows, sorter=sorter)]
+                state.carry = carried.take(pa.array(at)) if carried is not None else None
     return states, groups
 
 

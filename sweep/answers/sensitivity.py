@@ -309,7 +309,7 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
 
     def col(name, default):
         if name in sub.column_names:
-            return np.asarray(sub.column(name).to_numpy(zero_copy_only=False), np.float64)
+            return np.asarray(store.category_codes(name, sub.column(name)), np.float64)  # names as codes
         return np.full(n, float(default))
 
     p = col("p", 1)

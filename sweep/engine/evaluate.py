@@ -28,7 +28,7 @@ from kernels.strategies.registry import REGISTRY
 from kernels.terms import scale_terms
 from sweep.inputs.configs import NO_OWN, Bound, Overheads, Own, frozen_overheads, resolve
 from sweep.inputs.machines import override
-from sweep.output.store import LIMIT_REASON, column_name, limit_reason
+from sweep.output.store import LIMIT_REASON, NULL_WHERE_NAN, choices_of, column_name, limit_reason
 
 #: Integer-valued configuration fields of :class:`kernels.Cost`, in output order.
 CONFIG_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
@@ -46,6 +46,9 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "t_p2p_s",
     "mem_bytes",
     "gpu_hours",
+    "samples_per_s",
+    "tokens_per_s",
+    "mfu",
 )
 
 
@@ -73,7 +76,7 @@ def point_fn(
         cost = kernel(net, machine, cfg)
         if factors:
             cost = scale_terms(cost, **factors)
-        return cost, derive(cost)
+        return cost, derive(cost, net, machine)
 
     return f
 
@@ -216,13 +219,17 @@ def row_dict(
     for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
         value = float(getattr(cost, field))
         row[name] = round(value) if math.isfinite(value) and value == round(value) else value
-    row.update((a.name, getattr(own, a.name)) for a in REGISTRY[strategy].own)
+    # a categorical axis as its name (recompute = "full")
+    row.update((a.name, a.label(getattr(own, a.name))) for a in REGISTRY[strategy].own)
     for name in SCALAR_PARAMS:
         if name in overrides:
-            row[name] = float(overrides[name])
+            choices = choices_of(name)  # a categorical setting (memory_model) as its name
+            row[name] = choices[int(overrides[name])] if choices else float(overrides[name])
     merged = {**cost._asdict(), **derived._asdict()}
     for name in RESULT_COLUMNS:
-        row[name] = float(merged[name])
+        value = float(merged[name])
+        # a CNN's tokens_per_s (no tokens): null, as in the Parquet output
+        row[name] = None if name in NULL_WHERE_NAN and math.isnan(value) else value
     row["feasible"] = bool(derived.feasible)
     row[LIMIT_REASON] = limit_reason(int(cost.limit))
     return row

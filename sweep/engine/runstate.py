@@ -449,7 +449,7 @@ def run_schema(plan: Plan, opts: RunOptions) -> store.Schema:
         metadata=_metadata(plan, opts),
         axis_values={k: plan.spec.axes[k] for k in job.machine_axes},
         tied=opts.keep.distinct,
-    )
+    ).categorical()
     names = schema.all_names()
     if opts.columns is not None:
         bad = [c for c in opts.columns if c not in names]
@@ -472,6 +472,8 @@ def run_key(plan: Plan, opts: RunOptions, schema: store.Schema) -> dict[str, Any
     }
     if opts.shard is not None:
         key["shards"] = opts.shard.n
+    if schema.categories:  # names, not codes: a folder of an earlier version's codes is not resumed
+        key["categories"] = sorted(schema.categories)
     return key
 
 

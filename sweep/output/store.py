@@ -37,9 +37,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kernels.names import LIMITS
+from kernels.names import LIMITS, MACHINE_CHOICES
 from sweep.errors import InputError
 from sweep.output import arrays
 from sweep.output.manifest import Manifest
@@ -63,11 +64,51 @@ META_KEY = b"paradl_sweep"
 #: ``limit`` is a reserved word. The one place that maps fields to columns; every other
 #: field is its own column (docs/output-format.md, changelog).
 FIELD_COLUMNS = {"B": "global_batch", "limit": "limit_reason"}
+#: Result columns that some networks do not have: null where the kernels give NaN (a CNN has no
+#: tokens), as ``sweep estimate --json`` writes null.
+NULL_WHERE_NAN = frozenset({"tokens_per_s"})
+#: The label columns, dictionary-encoded strings.
+LABEL_COLUMNS = ("model", "machine", "strategy")
 #: The column of a configuration's limit reason, null where it has none.
 LIMIT_REASON = FIELD_COLUMNS["limit"]
 #: The column of a Pareto front of distinct optima: how many configurations of the grid
 #: share the row's objective vector (the row is the one of least grid index among them).
 TIED = "tied"
+
+
+def choices_of(column: str) -> tuple[str, ...]:
+    """The names of a categorical column's codes, in code order; ``()`` for any other column.
+
+    A strategy's categorical axis (:attr:`kernels.strategies.registry.Axis.choices`:
+    ``recompute``, ``precision``) or a categorical machine setting
+    (:data:`kernels.names.MACHINE_CHOICES`: ``memory_model``, ``allreduce_algo``).
+    """
+    # here, not at the top: a query imports this module and must not load kernels (but
+    # kernels.names) when it reads no categorical column
+    from kernels.strategies.registry import OWN_AXES
+
+    axis = OWN_AXES.get(column)
+    if axis is not None:
+        return axis.choices
+    return MACHINE_CHOICES.get(column, ())
+
+
+def category_codes(column: str, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A column as read back, as numbers: a categorical column's names (:func:`choices_of`) as
+    their codes (int32), any other column as it is. A name not among the choices is an
+    :class:`InputError` naming the column."""
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    choices = choices_of(column)
+    if not choices or not (pa.types.is_dictionary(array.type) or pa.types.is_string(array.type)):
+        return array.to_numpy(zero_copy_only=False)
+    if not pa.types.is_dictionary(array.type):
+        array = pc.dictionary_encode(array)
+    names = array.dictionary.to_pylist()
+    unknown = [n for n in names if n not in choices]
+    if unknown:
+        raise InputError(f"column '{column}': '{unknown[0]}' is not one of {', '.join(choices)}")
+    lookup = np.array([choices.index(n) for n in names], np.int32)
+    return lookup[array.indices.to_numpy(zero_copy_only=False)]
 
 
 def column_name(field: str) -> str:
@@ -214,6 +255,9 @@ class Schema:
     Configuration columns are int32 (the device computes them in int32);
     swept machine parameters are float64, mapped from their axis digit to
     the exact value in the spec; results are float32 (float64 with ``--x64``).
+    A categorical column (:attr:`categories`: ``recompute``, a swept
+    ``memory_model``) is written as its names, dictionary-encoded: its
+    int32 codes are the indices, its names the dictionary.
     A Pareto front of distinct optima (``--keep pareto:COLS``) ends with
     :data:`TIED`, int64: how many configurations each row stands for.
     """
@@ -228,6 +272,14 @@ class Schema:
     columns: tuple[str, ...] | None = None  # subset to write, None = all
     axis_values: dict[str, np.ndarray] = field(default_factory=dict)  # machine axes: digit -> value
     tied: bool = False  # a TIED column last
+    #: int columns written as names (:func:`choices_of`): column -> names in code order. Set by
+    #: :meth:`categorical`; a schema stored before it (no key) writes codes, as it did.
+    categories: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def categorical(self) -> Schema:
+        """This schema with every categorical int column (:func:`choices_of`) written as names."""
+        self.categories = {c: choices_of(c) for c in self.int_columns if choices_of(c)}
+        return self
 
     @property
     def float_dtype(self) -> np.dtype:
@@ -240,7 +292,10 @@ class Schema:
             for name in ("model", "machine", "strategy")
         ]
         for name in self.int_columns:
-            fields.append(pa.field(name, pa.float64() if name in self.axis_values else pa.int32()))
+            if name in self.categories:
+                fields.append(pa.field(name, pa.dictionary(pa.int32(), pa.string())))
+            else:
+                fields.append(pa.field(name, pa.float64() if name in self.axis_values else pa.int32()))
         fields.extend(pa.field(name, self.float_type) for name in self.float_columns)
         fields.append(pa.field("feasible", pa.bool_()))
         fields.append(pa.field(LIMIT_REASON, pa.dictionary(pa.int8(), pa.string())))
@@ -309,13 +364,17 @@ class Schema:
         for i, name in enumerate(self.int_columns):
             if name in wanted:
                 col = ints[i]
-                if name in self.axis_values:
+                if name in self.categories:  # codes: an axis digit's value, or the code itself
+                    codes = self.axis_values[name][col] if name in self.axis_values else col
+                    columns[name] = arrays.dictionary(codes, self.categories[name])
+                elif name in self.axis_values:
                     columns[name] = arrays.numeric(self.axis_values[name][col], pa.float64())
                 else:
                     columns[name] = arrays.numeric(col, pa.int32())
         for i, name in enumerate(self.float_columns):
             if name in wanted:
-                columns[name] = arrays.numeric(floats[i], self.float_type)
+                valid = ~np.isnan(floats[i]) if name in NULL_WHERE_NAN else None
+                columns[name] = arrays.numeric(floats[i], self.float_type, valid)
         if "feasible" in wanted:
             columns["feasible"] = arrays.flags(limit == 0)
         if LIMIT_REASON in wanted:
@@ -338,6 +397,7 @@ class Schema:
             "columns": list(self.columns) if self.columns is not None else None,
             "axis_values": {k: [float(x) for x in v] for k, v in self.axis_values.items()},
             "tied": self.tied,
+            "categories": {k: list(v) for k, v in self.categories.items()},
         }
 
     @classmethod
@@ -353,6 +413,7 @@ class Schema:
             columns=tuple(doc["columns"]) if doc["columns"] is not None else None,
             axis_values={k: np.asarray(v, dtype=np.float64) for k, v in doc["axis_values"].items()},
             tied=bool(doc.get("tied", False)),
+            categories={k: tuple(v) for k, v in doc.get("categories", {}).items()},
         )
 
 
@@ -384,7 +445,9 @@ class PartWriter:
             tables,
             row_group_size,
             compression=self.compression,
-            use_dictionary=["model", "machine", "strategy", LIMIT_REASON],
+            use_dictionary=[
+                f.name for f in self.schema if pa.types.is_dictionary(f.type) or f.name in LABEL_COLUMNS
+            ],
             use_byte_stream_split=self.split,
             write_statistics=self.statistics,
         )

@@ -244,6 +244,22 @@ class Reducer:
         # :meth:`_merge_2`); None when unknown
         self.vectors: np.ndarray | None = np.zeros((0, 2))
 
+    def held(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The answer so far, reduced: the kept rows' objectives ``[n, k]`` (float64), identities
+        ``[n, 2]`` (job, index) and ``tied`` counts, in no particular order. For a reduction
+        that does not spill (no ``folder``): a spilled front's rows are on disk.
+
+        A query over a written dataset (:mod:`sweep.answers.query`) feeds its batches to a
+        reducer per group and screens the next batch with these objectives.
+        """
+        assert not self.spills, "held() of a spilled front"
+        self._reduce()
+        if not self.parts:
+            return np.zeros((0, len(self.objectives))), np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+        block = _concat(self.parts) if len(self.parts) > 1 else self.parts[0]
+        self.parts = [block]
+        return self._objectives(block), block[3], block[5]
+
     def _at(self, column: str) -> tuple[int, int]:
         i = self.names.index(column)
         return (0, i) if i < self.ni else (1, i - self.ni)

@@ -67,7 +67,7 @@ def annotate(folder: Path, plan: Plan, level: float) -> int:
     schema = store.Schema.from_json(doc["schema"])
     options: dict[str, object] = {
         "compression": doc.get("compression") or "zstd",
-        "use_dictionary": ["model", "machine", "strategy", store.LIMIT_REASON],
+        "use_dictionary": [*store.LABEL_COLUMNS, store.LIMIT_REASON, *schema.categories],
         "write_statistics": schema.statistics_columns(),
     }
     jobs = {(j.bound.model.name, j.bound.profile.name, j.strategy): _Job(j) for j in plan.jobs}
@@ -137,7 +137,7 @@ def _annotated(
         table = table.drop_columns([c for c in (LO, HI) if c in table.column_names])
         lo, hi = np.full(len(table), math.nan), np.full(len(table), math.nan)
         if len(table):
-            cols = {c: _values(table.column(c)) for c in dict.fromkeys(wanted) if c in table.column_names}
+            cols = {c: _values(c, table.column(c)) for c in dict.fromkeys(wanted) if c in table.column_names}
             keys = np.stack([cols["model"], cols["machine"], cols["strategy"]], axis=1).astype(str)
             groups, inverse = np.unique(keys, axis=0, return_inverse=True)
             for g, key in enumerate(groups):
@@ -149,8 +149,11 @@ def _annotated(
         yield table.replace_schema_metadata(target.metadata).cast(target)
 
 
-def _values(column: pa.ChunkedArray) -> np.ndarray:
-    """A column as numpy: a dictionary-encoded label decoded to strings, numbers as they are."""
+def _values(name: str, column: pa.ChunkedArray) -> np.ndarray:
+    """A column as numpy: a dictionary-encoded label decoded to strings, a categorical setting's
+    names to their codes (:func:`sweep.output.store.category_codes`), numbers as they are."""
+    if store.choices_of(name):
+        return store.category_codes(name, column)
     array = column.combine_chunks()
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()

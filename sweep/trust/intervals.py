@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import Config
+from kernels.strategies.registry import OWN_AXES
 from sweep.engine.evaluate import Evaluator, Inputs
 from sweep.inputs.configs import NO_OWN, Bound, Own, input_elems, model_overheads
 from sweep.inputs.machines import MachineProfile
@@ -181,7 +182,7 @@ def estimate_interval(bound: Bound, row: dict, level: float = LEVEL) -> tuple[fl
     run = Run(
         line=0, model=bound.model.name, strategy=row["strategy"], machine=profile.name,
         p=int(row["p"]), b=int(row["b"]), p2=int(row["p2"]), S=int(row["S"]), iter_time_s=1.0,
-        own=Own(**{a: int(row.get(a, d) or 0) for a, d in NO_OWN._asdict().items()}),
+        own=Own(**{a: OWN_AXES[a].code(d if row.get(a) is None else row[a]) for a, d in NO_OWN._asdict().items()}),
     )  # fmt: skip
     meas = Measurements(
         "estimate", (), [run], [], {(profile.name, bound.model.name): bound}, {profile.name: profile.name}

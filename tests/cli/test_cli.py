@@ -48,6 +48,9 @@ SPEC_COLUMNS = (
     "feasible",
     "limit_reason",
     "gpu_hours",
+    "samples_per_s",
+    "tokens_per_s",
+    "mfu",
 )
 BUILTIN_MODELS = (
     "alexnet",

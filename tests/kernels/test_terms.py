@@ -8,6 +8,8 @@ import pytest
 
 import kernels
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS, derive, scale_terms
+from sweep.inputs.layers import to_arrays
+from sweep.inputs.transformers import gpt
 from tests.helpers import config, small_machine_of, small_net_of
 
 COLUMN = {
@@ -80,3 +82,70 @@ def test_additive_overheads_are_differentiable(cost):
     d_sample, d_iter = jax.jit(jax.grad(t_epoch, argnums=(0, 1)))(0.0, 0.0)  # at 0: a traced 0 still counts
     assert float(d_sample) == pytest.approx(float(cost.iterations * cost.b), rel=1e-12)
     assert float(d_iter) == pytest.approx(float(cost.iterations), rel=1e-12)
+
+
+# --- derived columns: samples_per_s, tokens_per_s, mfu (docs/model.md §12) ---------------------
+
+
+def _korthikanti_flops(B: int, L: int, s: int, h: int, V: int) -> float:
+    """Model FLOPs per iteration of Korthikanti et al. 2022 (arXiv 2205.05198, §6):
+    ``72 B L s h^2 (1 + s/6h + V/12hL)``."""
+    return 72.0 * B * L * s * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * L))
+
+
+def _one_iteration(p: float, B: float, t_iter_s: float) -> kernels.Cost:
+    """A cost of one iteration of ``t_iter_s`` seconds, all of it compute."""
+    z = jnp.zeros((), jnp.float64)
+    return kernels.Cost(
+        p=z + p, p1=z + p, p2=z + 1, b=z + B, B=z + B, S=z + 1, iterations=z + 1, t_comp_s=z + t_iter_s,
+        t_allreduce_s=z, t_allgather_s=z, t_halo_s=z, t_p2p_s=z, mem_bytes=z, limit=jnp.zeros((), jnp.int32),
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gpt_22b() -> kernels.Net:
+    # Korthikanti et al. 2022, Table 3: 22B, 48 layers, hidden 6,144, 64 heads, s 2,048, V 51,200
+    return kernels.build_net(to_arrays(gpt("22b", 48, 6144, 64, 2048, vocab=51_200)), 1_000)
+
+
+def test_mfu_reproduces_korthikanti_22b(gpt_22b):
+    # their 22B run with selective recomputation and sequence parallelism: tp 8 on 8 A100s,
+    # global batch 4, 1.10 s per iteration (Table 5), MFU 41.5 % at 312 TFLOP/s (§6.3).
+    # By hand: 72 * 4 * 48 * 2048 * 6144^2 = 1.06871e15; (1 + 2048/36864 + 51200/3538944)
+    # = 1.070023; so 1.143544e15 FLOPs / (1.10 s * 8 * 312e12 FLOP/s) = 0.41651.
+    machine = small_machine_of()._replace(gpu_flops=jnp.float64(312e12))
+    d = derive(_one_iteration(8, 4, 1.10), gpt_22b, machine)
+    assert float(d.mfu) == pytest.approx(0.41651, rel=1e-4)
+    assert float(d.mfu) == pytest.approx(0.415, rel=0.01)  # the paper's figure
+    assert float(d.samples_per_s) == pytest.approx(4 / 1.10, rel=1e-12)
+    assert float(d.tokens_per_s) == pytest.approx(4 * 2048 / 1.10, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("L", "h", "a", "s", "V"), [(1, 8, 2, 4, 10), (3, 64, 4, 32, 100), (5, 96, 8, 16, 7)]
+)
+def test_model_flops_is_korthikanti_count(L, h, a, s, V):
+    net = kernels.build_net(to_arrays(gpt("g", L, h, a, s, vocab=V)), 1_000)
+    # per sample (B = 1): GEMMs, attention and logits, forward and backward, nothing elementwise
+    assert float(net.model_flops) == pytest.approx(_korthikanti_flops(1, L, s, h, V), rel=1e-12)
+    assert float(net.model_flops) < float(net.flops)  # layernorm, gelu and adds are not counted
+    assert float(net.tokens) == s
+
+
+def test_cnn_counts_its_convolutions_and_has_no_tokens():
+    net = small_net_of()
+    machine = small_machine_of()
+    d = derive(_one_iteration(4, 8, 2.0), net, machine)
+    assert float(net.tokens) == 0
+    assert jnp.isnan(d.tokens_per_s)
+    assert 0 < float(net.model_flops) <= float(net.flops)
+    # mfu = F B / (t p R)
+    want = float(net.model_flops) * 8 / (2.0 * 4 * float(machine.gpu_flops))
+    assert float(d.mfu) == pytest.approx(want, rel=1e-12)
+    assert float(d.samples_per_s) == 4.0
+
+
+def test_without_net_and_machine_the_model_columns_are_nan(cost):
+    d = derive(cost)
+    assert jnp.isnan(d.mfu) and jnp.isnan(d.tokens_per_s)
+    assert float(d.samples_per_s) == pytest.approx(float(cost.B) / float(d.t_iter_s), rel=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -105,3 +106,51 @@ def test_written_is_whole_or_absent(tmp_path):
         tmp.write_text("never")
     with pytest.raises(InputError, match=r"a\.csv: cannot write in the output folder: File exists$"):
         store.writable_folder(out)
+
+
+# --- categorical columns: written as names, read back as codes ---------------------------------
+
+
+def test_categorical_columns_are_written_as_names():
+    from kernels.strategies.registry import RECOMPUTE
+
+    schema = store.Schema(
+        ["m"], ["x"], ["data+tensor+pipeline"], ("p", "recompute", "memory_model"), ("t_epoch_s",),
+        pa.float32(), axis_values={"memory_model": np.array([1.0, 0.0])},  # the spec's order: paradl, training
+    ).categorical()  # fmt: skip
+    assert schema.categories == {"recompute": RECOMPUTE, "memory_model": ("training", "paradl")}
+    ints = np.array([[8, 8, 16], [2, 0, 1], [0, 1, 0]], np.int32)  # memory_model: axis digits
+    table = schema.table(("m", "x", "data+tensor+pipeline"), ints, np.ones((1, 3), np.float32), np.zeros(3))
+    assert table.column("recompute").to_pylist() == ["full", "none", "selective"]
+    # digit 0 is the spec's first value, paradl (code 1)
+    assert table.column("memory_model").to_pylist() == ["paradl", "training", "paradl"]
+    assert table.schema.field("recompute").type == pa.dictionary(pa.int32(), pa.string())
+    # index = code: the dictionary is the names in code order, the indices the codes
+    assert table.column("memory_model").chunk(0).indices.to_pylist() == [1, 0, 1]
+    assert list(store.category_codes("memory_model", table.column("memory_model"))) == [1, 0, 1]
+    assert list(store.category_codes("recompute", pa.array(["full", "none"]))) == [2, 0]
+    assert list(store.category_codes("p", table.column("p"))) == [8, 8, 16]
+    again = store.Schema.from_json(schema.to_json())
+    assert again.categories == schema.categories and again.arrow() == schema.arrow()
+
+
+def test_a_schema_stored_before_categories_writes_codes():
+    doc = store.Schema(["m"], ["x"], ["s"], ("recompute",), ("t_epoch_s",), pa.float32()).to_json()
+    del doc["categories"]
+    assert store.Schema.from_json(doc).arrow().field("recompute").type == pa.int32()
+
+
+def test_unknown_name_is_one_line():
+    with pytest.raises(InputError, match="column 'recompute': 'most' is not one of none, selective, full"):
+        store.category_codes("recompute", pa.array(["most"]).dictionary_encode())
+
+
+def test_machine_choices_agree_with_the_kernels_codes():
+    from kernels.collectives import ALLREDUCE_ALGOS
+    from kernels.names import MACHINE_CHOICES, MEMORY_MODELS
+
+    for names, codes in (
+        (MACHINE_CHOICES["memory_model"], MEMORY_MODELS),
+        (MACHINE_CHOICES["allreduce_algo"], ALLREDUCE_ALGOS),
+    ):
+        assert {n: i for i, n in enumerate(names)} == codes

@@ -180,3 +180,22 @@ def test_keep_by_a_swept_machine_parameter_reduces_its_values(tmp_path, keep, ch
         want = [r for r in feasible if r["inter_bandwidth_Bps"] == 10e9][:7]
         assert len(want) == 7
     assert_same_rows(kept, want, key)
+
+
+@pytest.mark.parametrize("keep", ["pareto:t_epoch_s,p", "pareto:t_epoch_s,p,mem_bytes", "top:7:t_epoch_s"])
+def test_keep_and_a_query_of_the_full_output_agree_on_ties(grid, tmp_path, keep):
+    """One definition of distinct optima with tied counts: ``--keep`` (the device filters, then
+    the reducer) and ``sweep pareto``/``top`` over the full output (row groups fed to the same
+    reducer) keep the same rows, the same representative of each tied vector (least grid index)
+    and the same counts."""
+    from sweep.answers import query
+
+    kept = run_spec(tmp_path, "cross", GRID_SPEC, "--chunk", CHUNK, "--keep", keep)
+    kind, _, rest = keep.partition(":")
+    if kind == "pareto":
+        answer = query.pareto(grid.out, rest.split(","), batch_rows=500)
+        assert any(t > 1 for t in answer.column(store.TIED).to_pylist())  # ties were decided
+    else:
+        k, _, by = rest.partition(":")
+        answer = query.top(grid.out, by, int(k), rank=False, batch_rows=500)
+    assert_same_rows(kept.rows, answer.to_pylist())
