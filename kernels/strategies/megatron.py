@@ -45,12 +45,13 @@ def _at(lines, z):
 
 def _split(p, own: _Own, net: Net):
     """(dp, misfit): misfit when tp * pp does not divide p, tp does not divide the heads, or
-    pp exceeds the layers (docs/model.md §16)."""
+    pp exceeds the stages the network can be cut into: its blocks (its layers without attention),
+    docs/model.md §16."""
     tp, pp = own.tp, own.pp
     group = tp * pp
     heads = net.transformer.heads
     misfit = (tp < 1) | (pp < 1) | (p < group) | (jnp.round(p / group) * group != p)
-    misfit = misfit | (jnp.round(heads / tp) * tp != heads) | (pp > net.n_layers)
+    misfit = misfit | (jnp.round(heads / tp) * tp != heads) | (pp > net.n_stages)
     # misfit rows are infeasible (max_p); dp >= 1 keeps their terms non-negative
     return jnp.maximum(p / group, 1.0), misfit
 

@@ -87,19 +87,28 @@ def test_worked_example_tp2_dp2():
 
 
 def test_worked_example_pp2_dp2():
-    """pp = 2: the min-max partition of the training FLOPs (0, 96, 576, 192, 192, 24, 96, 768 |
-    96, 768, 24, 96, 384) puts embed..up (1,944) on the first stage and gelu..out (1,368) on the
-    second; weights 184 and 72; the boundary is up's output, 16 * 2 = 32 elements per sample.
-    p = 4, pp = 2, dp = 2, b = 4, S = 2, I = 2."""
-    c = TENSOR(tiny(), machine(), cfg(4, 4, 2, pp=2))
-    # D (pp+S-1)/S stage / rate / dp + I wu delta w / bw = 16 * 3/2 * 1.944 / 2 + 2 * 2 * 184 / 1000
-    assert float(c.t_comp_s) == pytest.approx(23.328 + 0.736, rel=1e-12)
-    # 2 I (pp + S - 2) hops of 1e-3 + 2 * 2 * 32 / 1000 = 0.129 s
-    assert float(c.t_p2p_s) == pytest.approx(2 * 2 * 2 * 0.129, rel=1e-12)
-    # dp ring of 2 over 2 * 184 bytes: 2(1e-3 + 0.184) = 0.37 per iteration
-    assert float(c.t_allreduce_s) == pytest.approx(2 * 0.37, rel=1e-12)
-    # 16 * 184 + 2 * 2 * min(2, 2) * 186 (first stage's activations: 10+16+32+40+16+16+16+40)
-    assert float(c.mem_bytes) == pytest.approx(2944 + 1488, rel=1e-12)
+    """pp = 2 on a GPT of two blocks (hidden 4, 2 heads, sequence 2, vocabulary 8): stages are cut
+    between blocks only (docs/model.md §16). Training FLOPs per block: ln1 96, qkv 576, attention
+    192, proj 192, add 24, ln2 96, up 768, gelu 96, down 768, add 24 = 2,832; embed 0, ln_f 96,
+    out 384. Stages {embed, block 0} = 2,832 and {block 1, ln_f, out} = 3,312. Weights: embed
+    (8 + 2) * 4 = 40, a block 8 + 48 + 16 + 8 + 64 + 64 = 208, ln_f 8, out 0 (tied): 248 and 216.
+    The boundary is block 0's last add, 4 * 2 = 8 elements per sample.
+    p = 4, pp = 2, dp = 2, b = 4, S = 2 (micro-batch 2), D = 16: B = 8, I = 2."""
+    net = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
+    c = TENSOR(net, machine(), cfg(4, 4, 2, pp=2))
+    # D/dp (S+pp-1)/S stage / rate + I wu delta w / bw = 8 * 3/2 * 3.312 + 2 * 2 * 248 / 1000
+    assert float(c.t_comp_s) == pytest.approx(39.744 + 0.992, rel=1e-12)
+    # 2 I (pp + S - 2) hops of 1e-3 + 2 * 2 * 8 / 1000 = 0.033 s
+    assert float(c.t_p2p_s) == pytest.approx(2 * 2 * 2 * 0.033, rel=1e-12)
+    # dp ring of 2 over 2 * 248 bytes: 2(1e-3 + 0.248) = 0.498 per iteration
+    assert float(c.t_allreduce_s) == pytest.approx(2 * 0.498, rel=1e-12)
+    # activations per sample (x + y, scores a s^2 = 8): embed 10, a block 16 + 32 + 40 + 16 + 16 + 16
+    # + 40 + 64 + 40 + 16 = 296, ln_f 16, out 8 + 16: stages 306 and 336. (2 delta + 12) * 248 +
+    # delta * micro * min(pp, S) * 336
+    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 336, rel=1e-12)
+    assert int(c.limit) == OK
+    # the tiny GPT of one block has one stage only
+    assert int(TENSOR(tiny(), machine(), cfg(4, 4, 2, pp=2)).limit) == MAX_P
 
 
 def test_recompute_adds_forward_work():
@@ -123,8 +132,8 @@ def test_op_latency_per_micro_batch():
     micro-batch (transformer.OPS_PER_KIND, forward + backward): embed 4 + 3, attention 5 + 7, the
     other 11 layers (ln1, qkv, proj, add1, ln2, up, gelu, down, add2, ln_f, out) 1 + 2 each:
     7 + 12 + 33 = 52. Selective recomputes the attention's 5 forward ops: 57; full every layer's
-    forward again, 4 + 5 + 11 = 20 more: 72. With pp = 2 the busier stage is embed..up:
-    7 + 3 + 3 + 12 + 3 + 3 + 3 + 3 = 37."""
+    forward again, 4 + 5 + 11 = 20 more: 72. With pp = 2 on two blocks (a block: 12 + 9 * 3 = 39)
+    the busier stage is embed and block 0: 7 + 39 = 46 (block 1, ln_f and out: 45)."""
     lam = machine(op_latency_s=1e-3)
     for r, ops in ((0, 52), (1, 57), (2, 72)):
         base = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r))
@@ -134,9 +143,10 @@ def test_op_latency_per_micro_batch():
         assert float(c.t_allreduce_s) == float(base.t_allreduce_s)
     # the worked example's 15.152 s plus 2 * 2 * 52 ms
     assert float(TENSOR(tiny(), lam, cfg(4, 4, 2, tp=2)).t_comp_s) == pytest.approx(15.36, rel=1e-12)
-    # pp = 2, S = 2: I = 2, S + pp - 1 = 3: 2 * 3 * 37 ms on top of 23.328 + 0.736
-    c = TENSOR(tiny(), lam, cfg(4, 4, 2, pp=2))
-    assert float(c.t_comp_s) == pytest.approx(24.064 + 0.222, rel=1e-12)
+    # pp = 2, S = 2: I = 2, S + pp - 1 = 3: 2 * 3 * 46 ms on top of the pp = 2 example's 40.736 s
+    two = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
+    c = TENSOR(two, lam, cfg(4, 4, 2, pp=2))
+    assert float(c.t_comp_s) == pytest.approx(40.736 + 0.276, rel=1e-12)
 
 
 def test_memory_bound_traffic():
@@ -233,6 +243,8 @@ def test_dp_tp_1_is_pipeline(kind, pp, S, k, gpn):
         (8, 4, 2, 8, 1, MAX_P),  # tp = 8 does not divide the 4 heads
         (8, 4, 3, 2, 2, BATCH),  # S = 3 does not divide b = 4
         (8, 4, 4, 2, 2, OK),
+        (8, 4, 4, 1, 8, MAX_P),  # pp = 8 exceeds the 4 blocks (40 layer entries)
+        (8, 4, 4, 2, 4, OK),
     ],
 )
 def test_misfits_are_infeasible(p, b, S, tp, pp, reason):
