@@ -19,9 +19,12 @@ from kernels.network import Net
 class Config(NamedTuple):
     """One configuration: GPUs p, samples per data-parallel replica b, group size p2, micro-batches S.
 
-    ``tp``, ``pp``, ``recompute`` and ``zero`` are data+tensor+pipeline's own
-    (docs/model.md §16); the other strategies ignore them. None (no pytree leaf,
-    so a vmap over a configuration of four arrays still works) means 1, 1, 0, 0.
+    The fields after S are strategies' own axes, one per name of
+    :data:`kernels.strategies.registry.OWN_AXES` (data+tensor+pipeline's ``tp``,
+    ``pp``, ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``, docs/model.md
+    §16); a strategy ignores the axes its registry entry does not own. None (no
+    pytree leaf, so a vmap over a configuration of four arrays still works)
+    means the axis's default.
     """
 
     p: Array
@@ -32,6 +35,9 @@ class Config(NamedTuple):
     pp: Array | None = None
     recompute: Array | None = None
     zero: Array | None = None
+    vp: Array | None = None
+    sp: Array | None = None
+    precision: Array | None = None
 
 
 class Cost(NamedTuple):

@@ -36,9 +36,8 @@ import numpy as np
 
 from kernels._types import Array
 from kernels.partition import Stages, decreasing_hulls, envelope, stack_padded
+from kernels.strategies.registry import RECOMPUTE  # noqa: F401  (the ``recompute`` axis's codes, §16)
 
-#: Codes of the ``recompute`` axis (docs/model.md §16): activation recomputation.
-RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
 NONE, SELECTIVE, FULL = 0, 1, 2
 
 

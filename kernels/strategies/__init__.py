@@ -1,30 +1,46 @@
-"""One cost function per strategy of docs/model.md §10, each ``f(net, machine, cfg) -> Cost``."""
+"""One cost function per strategy of docs/model.md §10, each ``f(net, machine, cfg) -> Cost``.
 
-from kernels.strategies.data import data
-from kernels.strategies.filter import channel, filter_
-from kernels.strategies.hybrid import data_filter, data_spatial
-from kernels.strategies.megatron import data_tensor_pipeline
-from kernels.strategies.pipeline import pipeline
-from kernels.strategies.serial import serial
-from kernels.strategies.spatial import spatial
+:mod:`kernels.strategies.registry` holds each strategy's entry (kernel, axes, defaults, legal
+values) and imports no JAX; the kernels themselves load on first use of a name below.
+"""
 
-#: Strategy name (docs/model.md §2, column ``strategy``) to kernel.
-STRATEGIES = {
-    "serial": serial,
-    "data": data,
-    "spatial": spatial,
-    "pipeline": pipeline,
-    "filter": filter_,
-    "channel": channel,
-    "data+filter": data_filter,
-    "data+spatial": data_spatial,
-    "data+tensor+pipeline": data_tensor_pipeline,
-}
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kernels.strategies.registry import REGISTRY
+
+if TYPE_CHECKING:
+    from kernels.strategies.data import data
+    from kernels.strategies.filter import channel, filter_
+    from kernels.strategies.hybrid import data_filter, data_spatial
+    from kernels.strategies.megatron import data_tensor_pipeline
+    from kernels.strategies.pipeline import pipeline
+    from kernels.strategies.serial import serial
+    from kernels.strategies.spatial import spatial
+
+    STRATEGIES: dict[str, Callable[..., Any]]
+
 #: The paper's strategies (docs/model.md §10), without data+tensor+pipeline (§16).
-PAPER_STRATEGIES: tuple[str, ...] = tuple(s for s in STRATEGIES if s != "data+tensor+pipeline")
+PAPER_STRATEGIES: tuple[str, ...] = tuple(name for name, e in REGISTRY.items() if e.paper)
+
+#: Kernel function name to its module.
+_KERNELS = {e.kernel_path.split(":")[1]: e.kernel_path.split(":")[0] for e in REGISTRY.values()}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "STRATEGIES":  # strategy name (docs/model.md §2, column ``strategy``) to kernel
+        return {s: e.kernel for s, e in REGISTRY.items()}
+    if name in _KERNELS:
+        return getattr(importlib.import_module(_KERNELS[name]), name)
+    raise AttributeError(f"module 'kernels.strategies' has no attribute {name!r}")
+
 
 __all__ = [
     "PAPER_STRATEGIES",
+    "REGISTRY",
     "STRATEGIES",
     "channel",
     "data",

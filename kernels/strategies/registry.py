@@ -1,0 +1,172 @@
+"""The strategy registry (docs/model.md §2): one entry per strategy, read everywhere a strategy varies.
+
+An entry holds the strategy's kernel, the shared configuration axes it reads
+(``p``, ``b``, ``p2``, ``S``), its own axes with their types, defaults and
+legal values, and how its replicas follow from a configuration. Specs, CLI
+options, measured files, the engine, co-design and calibration read these
+entries instead of testing strategy names, so a new setting of a strategy is
+one :class:`Axis` in its entry plus its physics in the kernel.
+
+Every axis is a field of :class:`kernels.terms.Config` of the same name, a
+spec axis, an API keyword and a CLI option (``--name``, ``_`` written ``-``).
+A categorical axis (``choices``) is carried as the index of its name: the
+kernels see the code, people read the name.
+
+Pure Python (no JAX), so that inputs can be checked without importing the kernels.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+#: Codes of data+tensor+pipeline's ``recompute`` axis: activation recomputation (docs/model.md §16).
+RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
+#: Codes of data+tensor+pipeline's ``precision`` axis: the GEMMs' number format (docs/model.md §16).
+PRECISION: tuple[str, ...] = ("bf16", "fp8")
+
+
+class Axis(NamedTuple):
+    """One configuration axis: name, default, legal values, a line of help.
+
+    ``choices`` makes the axis categorical: its values are the names, carried
+    as their index. Otherwise the values are whole numbers in ``[minimum,
+    maximum]`` (``maximum`` None: unbounded). ``default`` is the value when not
+    given (the code, for a categorical axis).
+    """
+
+    name: str
+    default: int
+    help: str
+    minimum: int = 1
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+
+    def code(self, value: Any) -> int:
+        """The code of a value a person gave (a name of ``choices``, or a whole number in range);
+        a ``ValueError`` naming the axis otherwise."""
+        if self.choices:
+            if isinstance(value, str) and value in self.choices:
+                return self.choices.index(value)
+            if _whole(value) and 0 <= int(value) < len(self.choices):
+                return int(value)
+            raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}")
+        if not _whole(value):
+            raise ValueError(f"{self.name} must be a whole number, got {value!r}")
+        v = int(value)
+        if v < self.minimum or (self.maximum is not None and v > self.maximum):
+            upper = f" and <= {self.maximum}" if self.maximum is not None else ""
+            raise ValueError(f"{self.name} must be >= {self.minimum}{upper}, got {value!r}")
+        return v
+
+    def label(self, code: int) -> str | int:
+        """What a person reads for a code: the name of a categorical axis, else the number."""
+        return self.choices[int(code)] if self.choices else int(code)
+
+
+def _whole(value: Any) -> bool:
+    """A whole number (an int, or a float or numpy number equal to one), not a bool or a string."""
+    if isinstance(value, bool | str):
+        return False
+    try:
+        return float(value) == int(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+class Strategy(NamedTuple):
+    """A strategy's registry entry.
+
+    ``shared`` lists the shared axes its rows multiply by (``p``, ``b``, ``p2``,
+    ``S``); ``own`` its own axes; ``group`` the GPUs of one replica given p, p2
+    and its own values by name (the replicas are ``p1 = p / group`` and the
+    global batch ``B = b p1``); ``S_is_p`` whether S defaults to p (the
+    pipeline) rather than 1. ``kernel`` names the cost function
+    ``f(net, machine, cfg) -> Cost`` as ``module:function``, imported on first use.
+    """
+
+    name: str
+    kernel_path: str
+    shared: tuple[str, ...]
+    own: tuple[Axis, ...]
+    group: Callable[[int, int, Mapping[str, int]], int]
+    S_is_p: bool = False
+    paper: bool = True
+    doc: str = ""
+
+    @property
+    def kernel(self) -> Callable:
+        module, function = self.kernel_path.split(":")
+        return getattr(importlib.import_module(module), function)
+
+    def uses(self, axis: str) -> bool:
+        """Whether this strategy's rows multiply by an axis (shared or its own)."""
+        return axis in self.shared or any(a.name == axis for a in self.own)
+
+    def axis(self, name: str) -> Axis:
+        """Its own axis ``name``."""
+        for a in self.own:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def defaults(self) -> dict[str, int]:
+        """Its own axes' default values, by name."""
+        return {a.name: a.default for a in self.own}
+
+
+def _tensor_group(p: int, p2: int, own: Mapping[str, int]) -> int:
+    return int(own.get("tp", 1)) * int(own.get("pp", 1))
+
+
+#: data+tensor+pipeline's own axes (docs/model.md §16).
+TENSOR_AXES: tuple[Axis, ...] = (
+    Axis("tp", 1, "tensor-parallel degree (GPUs splitting each layer)"),
+    Axis("pp", 1, "pipeline stages"),
+    Axis("recompute", 0, "activation recomputation", minimum=0, choices=RECOMPUTE),
+    Axis("zero", 0, "ZeRO-1: optimizer state sharded over data-parallel replicas (0 or 1)", 0, 1),
+    Axis("vp", 1, "model chunks per GPU of the interleaved 1F1B schedule (1: plain 1F1B)"),
+    Axis("sp", 0, "sequence parallelism (0 or 1)", 0, 1),
+    Axis("precision", 0, "number format of the GEMMs", minimum=0, choices=PRECISION),
+)
+
+_ENTRIES: tuple[Strategy, ...] = (
+    Strategy("serial", "kernels.strategies.serial:serial", ("b",), (), lambda p, p2, o: 1, doc="one GPU"),
+    Strategy("data", "kernels.strategies.data:data", ("p", "b"), (), lambda p, p2, o: 1),
+    Strategy("spatial", "kernels.strategies.spatial:spatial", ("p", "b"), (), lambda p, p2, o: p),
+    Strategy(
+        "pipeline", "kernels.strategies.pipeline:pipeline", ("p", "b", "S"), (), lambda p, p2, o: p, True
+    ),
+    Strategy("filter", "kernels.strategies.filter:filter_", ("p", "b"), (), lambda p, p2, o: p),
+    Strategy("channel", "kernels.strategies.filter:channel", ("p", "b"), (), lambda p, p2, o: p),
+    Strategy(
+        "data+filter", "kernels.strategies.hybrid:data_filter", ("p", "b", "p2"), (), lambda p, p2, o: p2
+    ),
+    Strategy(
+        "data+spatial", "kernels.strategies.hybrid:data_spatial", ("p", "b", "p2"), (), lambda p, p2, o: p2
+    ),
+    Strategy(
+        "data+tensor+pipeline",
+        "kernels.strategies.megatron:data_tensor_pipeline",
+        ("p", "b", "S"),
+        TENSOR_AXES,
+        _tensor_group,
+        paper=False,
+    ),
+)
+
+#: Strategy name (column ``strategy``) to its entry, in the order of docs/model.md §2.
+REGISTRY: dict[str, Strategy] = {s.name: s for s in _ENTRIES}
+#: Every axis a strategy may own, by name (the union over the entries; one definition per name).
+OWN_AXES: dict[str, Axis] = {a.name: a for s in _ENTRIES for a in s.own}
+#: The shared configuration axes, in column order.
+SHARED_AXES: tuple[str, ...] = ("p", "b", "p2", "S")
+
+
+def entry(name: str) -> Strategy:
+    """The entry of strategy ``name``; a ``KeyError`` listing the known names otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown strategy '{name}' (known: {', '.join(REGISTRY)})") from None
