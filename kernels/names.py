@@ -48,6 +48,10 @@ SCALAR_PARAMS: tuple[str, ...] = (
     *(f"efficiency_{kind}" for kind in KINDS),
     "op_latency_s",
     "eltwise_traffic",
+    "gpu_sms",
+    "gemm_tile_m",
+    "gemm_tile_n",
+    "scatter_gather",
 )
 
 #: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.

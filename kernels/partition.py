@@ -11,7 +11,6 @@ Numpy only, no I/O.
 
 from __future__ import annotations
 
-import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -89,7 +88,7 @@ def block_starts(names: np.ndarray) -> np.ndarray:
     attention = np.flatnonzero(names == "attention")
     norms = np.flatnonzero(names == "layernorm")
     cuts = []
-    for before, at in itertools.pairwise(attention):
+    for before, at in zip(attention[:-1], attention[1:], strict=True):  # noqa: RUF007 (kernels import no itertools)
         inside = norms[(norms > before) & (norms < at)]
         cuts.append(int(inside[-1]) if inside.size else int(at))
     return np.array(cuts, dtype=np.int64)

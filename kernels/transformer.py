@@ -64,12 +64,19 @@ class TransformerTable(NamedTuple):
     act: Array  # [3, P+1, H, 2]
     w: Array  # [P+1, H, 2]
     misc: Array  # [3, P+1, 8]
+    #: the training FLOPs of each line of ``flops`` by GEMM class, and each class's shape
+    #: (:func:`gemm_classes`), for the GEMMs' time by shape (docs/model.md §16)
+    gemm_flops: Array  # [3, P+1, H, 2, C]
+    gemm_shape: Array  # [C, 4]: role, then (C, F, s) of a linear or (h, a, s) of an attention core
 
 
 #: Columns of :attr:`TransformerTable.misc`.
 AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT, OPS, TRAFFIC_TOTAL, TRAFFIC_SPLIT = range(8)
 #: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16).
 GEMM_KINDS = ("linear", "conv", "fc")
+#: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
+#: tp), a row-parallel linear (input features split), an attention core (heads split).
+COLUMN, ROW, CORE = 0, 1, 2
 #: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
 #: writes them, dropout reads and writes them, the weighted sum reads them.
 SCORE_PASSES = 6.0
@@ -101,6 +108,7 @@ class _Layers(NamedTuple):
     ar_fwd: np.ndarray  # elements allreduced in the forward pass, per sample
     ar_bwd: np.ndarray
     kept: np.ndarray  # block input kept by full recomputation
+    row: np.ndarray  # 1 for a row-parallel linear
 
 
 def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, act: np.ndarray) -> _Layers:
@@ -109,13 +117,14 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     g = len(names)
     x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
     w_elems = np.prod(w, axis=1)
-    out = _Layers(*(np.zeros(g) for _ in range(6)))
+    out = _Layers(*(np.zeros(g) for _ in range(7)))
     state = False  # activations split over tp
     last_norm = -1
     for i, kind in enumerate(names):
         if kind == "linear":
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
             if state:  # row-parallel
+                out.row[i] = 1.0
                 out.act_split[i] = x_elems[i]
                 out.ar_fwd[i] = y_elems[i]
             else:  # column-parallel
@@ -139,6 +148,31 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
                 last_norm = i
             state = False
     return out
+
+
+def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, row: np.ndarray):
+    """Each layer's GEMM class (-1: none) and the classes' shapes ``[C, 4]`` (docs/model.md §16):
+    a linear ``[C, s] -> [F, s]`` is (COLUMN or ROW, C, F, s), an attention core of ``a`` heads
+    over ``h`` features is (CORE, h, a, s); layers of one shape share a class. A network without
+    GEMMs has one empty class (role COLUMN, shape 1 x 1 x 1, no FLOPs)."""
+    seq = np.prod(y[:, 1:], axis=1)
+    linear, attention = names == "linear", names == "attention"
+    shape = np.stack(
+        [
+            np.where(attention, CORE, np.where(row > 0, ROW, COLUMN)),
+            np.where(attention, y[:, 0], x[:, 0]),
+            np.where(attention, w[:, 1], y[:, 0]),
+            seq,
+        ],
+        axis=1,
+    )
+    gemm = linear | attention
+    if not gemm.any():
+        return np.full(len(names), -1), np.array([[COLUMN, 1.0, 1.0, 1.0]])
+    shapes, index = np.unique(shape[gemm], axis=0, return_inverse=True)
+    cls = np.full(len(names), -1)
+    cls[gemm] = index.ravel()
+    return cls, shapes
 
 
 def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +220,21 @@ def transformer_table(
     work = (act.sum() / blocks, roles.act_split.sum() / blocks)
 
     rows: dict[str, list] = {
-        k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel", "kept", "fk", "fk_sel", "tk", "tk_sel")
+        k: []
+        for k in (
+            "flops",
+            "flops_sel",
+            "w",
+            "act",
+            "act_sel",
+            "kept",
+            "fk",
+            "fk_sel",
+            "tk",
+            "tk_sel",
+            "gk",
+            "gk_sel",
+        )
     }
     split = roles.split[:, None]
     misc = np.zeros((3, len(stages.parts) + 1, 8))
@@ -220,6 +268,10 @@ def transformer_table(
     for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
         layer[f"c{mode}"] = 3.0 * traffic + again
         layer[f"cs{mode}"] = 3.0 * traffic_split + again * (traffic_split > 0)
+    cls, shapes = gemm_classes(names, x, w, y, roles.row)
+    gk = np.zeros((len(names), len(shapes)))
+    gk[cls >= 0, cls[cls >= 0]] = flops[cls >= 0]
+    layer |= {"gk": gk, "gks": gk * split, "agk": gk * attention[:, None] / 3.0}
     unit = {k: stages.per_unit(v) for k, v in layer.items()}
     for pp in range(1, len(stages.parts) + 1):
         # one stage: the network's plain sums, as the data strategy takes them
@@ -233,6 +285,9 @@ def transformer_table(
         rows["fk_sel"].append((kinds["fk"] + kinds["afk"], kinds["fks"] + kinds["afk"]))
         rows["tk"].append((kinds["tk"], kinds["tks"]))
         rows["tk_sel"].append((kinds["tk"] + kinds["atk"], kinds["tks"] + kinds["atk"]))
+        g, gs, ag = s("gk"), s("gks"), s("agk")
+        rows["gk"].append((g, gs))
+        rows["gk_sel"].append((g + ag, gs + ag))
         rows["w"].append((s("w"), s("ws")))
         rows["act"].append((a, asp))
         rows["act_sel"].append((a - aa, asp - aa))
@@ -254,6 +309,7 @@ def transformer_table(
     hulls, sel = decreasing_hulls(rows["flops"]), decreasing_hulls(rows["flops_sel"])
     plain = envelope(rows["flops"], hulls)
     fk_plain, tk_plain = envelope(rows["fk"], hulls), envelope(rows["tk"], hulls)
+    gk_plain = envelope(rows["gk"], hulls)
     return TransformerTable(
         heads=np.float64(np.gcd.reduce(heads) if heads.size else 1),
         flops=stack_padded([plain, envelope(rows["flops_sel"], sel), plain * (4.0 / 3.0)]),
@@ -262,4 +318,6 @@ def transformer_table(
         act=stack_padded([envelope(rows["act"]), envelope(rows["act_sel"]), envelope(rows["kept"])]),
         w=envelope(rows["w"]),
         misc=misc,
+        gemm_flops=stack_padded([gk_plain, envelope(rows["gk_sel"], sel), gk_plain * (4.0 / 3.0)]),
+        gemm_shape=shapes.astype(np.float64),
     )

@@ -16,16 +16,20 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from kernels import collectives, terms
+from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
 from kernels.machine import Link, Machine
+from kernels.names import KINDS
 from kernels.network import Net
 from kernels.terms import Config, Cost
 from kernels.transformer import (
     AR_COUNT,
     AR_ELEMS,
+    CORE,
     OPS,
     TRAFFIC_SPLIT,
     TRAFFIC_TOTAL,
@@ -34,6 +38,9 @@ from kernels.transformer import (
     Y_BOUNDARY,
 )
 
+_LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
+#: The kinds whose FLOPs are GEMMs timed by shape when ``gpu_sms > 0`` (docs/model.md §16).
+_GEMM_KINDS_MASK = np.array([k in ("linear", "attention") for k in KINDS], dtype=np.float64)
 #: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.
 OPTIMIZER_BYTES = 12.0
 
@@ -100,7 +107,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
     misc = table.misc[mode, row]
     z = 1.0 - 1.0 / tp
-    stage_s = _stage_s(net, machine, mode, row, z)
+    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp)
     w_stage = _at(table.w[row], z)
     # the data strategy's order of operations for one stage, the pipeline's for several
     one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage_s
@@ -143,10 +150,12 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     )
 
 
-def _stage_s(net: Net, machine: Machine, mode, row, z):
+def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp):
     """Per-sample training time of the largest stage (the envelope's largest line at ``z``):
     :func:`kernels.terms.sample_s` of its FLOPs and per-kind FLOPs and traffic, as the data
-    strategy times the network and the pipeline its slowest stage (docs/model.md §3)."""
+    strategy times the network and the pipeline its slowest stage (docs/model.md §3). With
+    ``gpu_sms > 0`` the linear layers and attention cores take their GEMMs' time by shape
+    instead (:func:`kernels.gemm.slowdown` of each GEMM class, docs/model.md §16)."""
     table = net.transformer
     lines = table.flops[mode, row]
     values = lines[..., 0] - lines[..., 1] * z
@@ -155,7 +164,17 @@ def _stage_s(net: Net, machine: Machine, mode, row, z):
     def largest(kinds):  # the per-kind line of stage h at z
         return kinds[mode, row, h, 0] - kinds[mode, row, h, 1] * z
 
-    return terms.sample_s(net, machine, values[h], largest(table.flops_kind), largest(table.traffic_kind))
+    fk, tk = largest(table.flops_kind), largest(table.traffic_kind)
+    plain = terms.sample_s(net, machine, values[h], fk, tk)
+    gemm = _GEMM_KINDS_MASK
+    rest = terms.roofline_s(machine, fk * (1.0 - gemm), tk * (1.0 - gemm))
+    shape = table.gemm_shape
+    kind_eff = jnp.where(
+        shape[:, 0] == CORE, machine.kind_efficiency[_ATTENTION], machine.kind_efficiency[_LINEAR]
+    )
+    rate = machine.gpu_flops * machine.efficiency * kind_eff
+    by_shape = jnp.sum(largest(table.gemm_flops) / rate * gemm_mod.slowdown(machine, shape, micro, tp, rate))
+    return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 
 
 def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
@@ -189,14 +208,19 @@ def _p2p(machine: Machine, p, own: _Own, s, dp, its, msg_bytes):
     """1F1B's point-to-point traffic per epoch: 2(S + pp - 2) messages of one micro-batch's
     boundary activations on the critical path (the pipeline strategy's, docs/model.md §10.4).
     Inter-node when the p GPUs span nodes, the NICs shared by the ``min(tp dp, gpus_per_node)``
-    GPUs of a node sending at once."""
-    pp = own.pp
-    share = mach.nic_share(machine, jnp.minimum(own.tp * dp, machine.gpus_per_node))
+    GPUs of a node sending at once. With ``scatter_gather`` and tp > 1, as Megatron-LM sends
+    them (Narayanan et al. SC'21 §4.1): each tensor-parallel rank sends 1/tp of the boundary and
+    the receiving tp group all-gathers it on its own link (docs/model.md §16)."""
+    pp, tp = own.pp, own.tp
+    share = mach.nic_share(machine, jnp.minimum(tp * dp, machine.gpus_per_node))
     inter = mach.first_inter_link(machine, share)
     inside = p <= machine.gpus_per_node
     lk = Link(
         jnp.where(inside, machine.intra_alpha_s, inter.alpha_s),
         jnp.where(inside, 1.0 / machine.intra_bandwidth_Bps, inter.beta_s_per_byte),
     )
-    hop = collectives.p2p_s(msg_bytes, *lk)
+    whole = collectives.p2p_s(msg_bytes, *lk)
+    group = mach.link(machine, tp, 1.0 / machine.nics_per_node)
+    scattered = collectives.p2p_s(msg_bytes / tp, *lk) + collectives.ring_allgather_s(tp, msg_bytes, *group)
+    hop = jnp.where((machine.scatter_gather > 0) & (tp > 1), scattered, whole)
     return jnp.where(pp > 1, its * 2.0 * (pp + s - 2) * hop, 0.0)

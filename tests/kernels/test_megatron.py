@@ -259,3 +259,34 @@ def test_evaluation_cost_does_not_grow_with_the_network():
     big = kernels.build_net(to_arrays(gpt("g", 24, 64, 4, 32, vocab=100)), 10_000)
     for table in (GPT.transformer, big.transformer):
         assert table.flops.shape[2] <= 6 and table.act.shape[2] <= 6 and table.w.shape[1] <= 6
+
+
+def test_scatter_gather_sends():
+    """scatter_gather (docs/model.md §16) on the two-block GPT, tp = 2, pp = 2, dp = 1, b = 4, S = 2:
+    the boundary is 8 elements per sample, 2 * 2 * 8 = 32 bytes per micro-batch; I = 16 / 4 = 4,
+    2 I (pp + S - 2) = 16 hops. Nodes of 2 GPUs with one NIC: the two GPUs of a node send at once
+    (NIC bandwidth halved). Whole: 1e-3 + 32 * 2 / 1000 = 0.065 per hop. Scattered: 1e-3 + 16 * 2
+    / 1000 = 0.033 over the NIC, then an all-gather of 32 bytes over the tp pair on the intra link,
+    (2 - 1)(1e-3 + 16 / 1000) = 0.017: 0.05 per hop."""
+    two = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
+    on = TENSOR(two, machine(gpus_per_node=2.0), cfg(4, 4, 2, tp=2, pp=2))
+    off = TENSOR(two, machine(gpus_per_node=2.0, scatter_gather=0.0), cfg(4, 4, 2, tp=2, pp=2))
+    assert float(off.t_p2p_s) == pytest.approx(16 * 0.065, rel=1e-12)
+    assert float(on.t_p2p_s) == pytest.approx(16 * 0.05, rel=1e-12)
+    # tp = 1: nothing to scatter, the whole boundary either way
+    one = [TENSOR(two, machine(gpus_per_node=2.0, scatter_gather=v), cfg(4, 4, 2, pp=2)) for v in (0.0, 1.0)]
+    assert float(one[0].t_p2p_s) == float(one[1].t_p2p_s)
+
+
+def test_gemms_by_shape_at_unit_tiles_are_the_plain_rate():
+    """gpu_sms > 0 times the linear layers and attention cores by their GEMMs' shapes; with one SM,
+    1 x 1 tiles and an unbounded memory bandwidth every GEMM takes its FLOPs at the plain rate, so
+    the compute is the worked example's 15.152 s (docs/model.md §16)."""
+    m = machine(gpu_sms=1.0, gemm_tile_m=1.0, gemm_tile_n=1.0, gpu_mem_bw_Bps=1e30)
+    c = TENSOR(tiny(), m, cfg(4, 4, 2, tp=2))
+    assert float(c.t_comp_s) == pytest.approx(
+        14.592, rel=1e-12
+    )  # the update's 0.56 s is gone with the bandwidth
+    # with 3 x 3 tiles the GEMMs of 4 rows (2 samples of 2 positions) waste a third of a tile: slower
+    tiles = machine(gpu_sms=1.0, gemm_tile_m=3.0, gemm_tile_n=3.0, gpu_mem_bw_Bps=1e30)
+    assert float(TENSOR(tiny(), tiles, cfg(4, 4, 2, tp=2)).t_comp_s) > 14.592
