@@ -53,6 +53,8 @@ class Machine(NamedTuple):
     #: 1: pipeline sends as Megatron's scatter/gather, 1/tp of the boundary per tensor-parallel rank
     #: and an all-gather inside the tp group; 0: the whole boundary from each rank (docs/model.md §16)
     scatter_gather: Array = 1.0
+    #: a code of kernels.names.ATTENTIONS: 0 standard, 1 a fused (flash) attention (docs/model.md §16)
+    attention: Array = 0.0
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

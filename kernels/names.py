@@ -52,7 +52,12 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "gemm_tile_m",
     "gemm_tile_n",
     "scatter_gather",
+    "attention",
 )
 
 #: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.
 MEMORY_MODELS: dict[str, int] = {"training": 0, "paradl": 1}
+
+#: Attention implementations (docs/model.md §16), machine key ``attention``: the code the kernels see.
+#: A fused ("flash") attention keeps no ``a s^2`` scores for the backward pass.
+ATTENTIONS: dict[str, int] = {"standard": 0, "flash": 1}

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernels._types import Array
-from kernels.partition import Stages, decreasing_hulls, envelope, stack_padded
+from kernels.partition import Stages, block_starts, decreasing_hulls, envelope, stack_padded
 from kernels.strategies.registry import RECOMPUTE  # noqa: F401  (the ``recompute`` axis's codes, §16)
 
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -175,6 +175,44 @@ def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     return cls, shapes
 
 
+def block_mask(names: np.ndarray) -> np.ndarray:
+    """The layers of a transformer's blocks (docs/model.md §16): from each block's first layer
+    (:func:`kernels.partition.block_starts`; the first block's at the last layernorm before its
+    attention) to the layer before the next block's, the last block as long as the one before it
+    (through its last ``add`` when it is the only one)."""
+    attention = np.flatnonzero(names == "attention")
+    out = np.zeros(len(names), dtype=bool)
+    if not attention.size:
+        return out
+    norms = np.flatnonzero((names == "layernorm") & (np.arange(len(names)) < attention[0]))
+    first = int(norms[-1]) if norms.size else int(attention[0])
+    starts = [first, *block_starts(names).tolist()]
+    if len(starts) > 1:
+        end = starts[-1] + starts[-1] - starts[-2]
+    else:
+        adds = np.flatnonzero((names == "add") & (np.arange(len(names)) > attention[0]))
+        end = int(adds[-1]) + 1 if adds.size else int(attention[0]) + 1
+    out[first : min(end, len(names))] = True
+    return out
+
+
+def korthikanti(names: np.ndarray, y: np.ndarray, w: np.ndarray):
+    """Activations a transformer block keeps for its backward pass, per sample, in 16-bit elements
+    at its attention layer (0 at its other layers), as Korthikanti et al. 2022 count them (§4.1,
+    Table 2): ``s h (34 + 5 a s / h)`` bytes, of which ``s h (24 + 5 a s / h)`` split over tp
+    (the rest, 10 s h: the two layernorms' inputs and the dropout masks, replicated), and without
+    the attention core's ``5 a s^2`` (selective recomputation, or a fused attention) ``34 s h`` of
+    which ``24 s h`` split. Returns (total, split, selective total, selective split)."""
+    attention = names == "attention"
+    h, a, seq = y[:, 0], w[:, 1], np.prod(y[:, 1:], axis=1)
+    core = np.where(attention, 5.0 * a * seq * seq / 2.0, 0.0)
+    rest, rest_split = (
+        np.where(attention, 34.0 * seq * h / 2.0, 0.0),
+        np.where(attention, 24.0 * seq * h / 2.0, 0.0),
+    )
+    return rest + core, rest_split + core, rest, rest_split
+
+
 def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
     """Per layer, the elements per sample a memory-bound kernel reads and writes in the forward
     pass (docs/model.md §16), and the part of it split over tp: its input and output (x + y) for
@@ -210,14 +248,16 @@ def transformer_table(
     that coincide agree to the last bit (docs/model.md §16).
     """
     roles = tensor_roles(names, x, w, y, act)
+    in_block = block_mask(names)
+    kt, ks, kt_sel, ks_sel = korthikanti(names, y, w)
     attention = names == "attention"
     w_elems = np.prod(w, axis=1)
     y_elems = np.prod(y, axis=1)
     attn_fwd = np.where(attention, flops / 3.0, 0.0)
-    attn_act = np.where(attention, act, 0.0)
     split_flops = flops * roles.split
     blocks = max(int(attention.sum()), 1)
-    work = (act.sum() / blocks, roles.act_split.sum() / blocks)
+    # one block's activations while full recomputation rebuilds it (Korthikanti et al.'s count)
+    work = (kt.sum() / blocks, ks.sum() / blocks) if attention.any() else (act.sum(), roles.act_split.sum())
 
     rows: dict[str, list] = {
         k: []
@@ -244,9 +284,10 @@ def transformer_table(
         "f": flops,
         "fs": split_flops,
         "attn_fwd": attn_fwd,
-        "a": act,
-        "asp": roles.act_split,
-        "aa": attn_act,
+        "a": np.where(in_block, kt, act),
+        "asp": np.where(in_block, ks, roles.act_split),
+        "a_sel": np.where(in_block, kt_sel, act),
+        "asp_sel": np.where(in_block, ks_sel, roles.act_split),
         "fk": fk,
         "fks": fk * split,
         "tk": tk,
@@ -277,7 +318,7 @@ def transformer_table(
         # one stage: the network's plain sums, as the data strategy takes them
         s = lambda k, pp=pp: layer[k].sum(axis=0, keepdims=True) if pp == 1 else stages.sums(unit[k], pp)  # noqa: E731
         f, fs, afwd = s("f"), s("fs"), s("attn_fwd")
-        a, asp, aa = s("a"), s("asp"), s("aa")
+        a, asp = s("a"), s("asp")
         rows["flops"].append((f, fs))
         rows["flops_sel"].append((f + afwd, fs + afwd))
         kinds = {k: s(k) for k in ("fk", "fks", "tk", "tks", "afk", "atk")}
@@ -290,7 +331,7 @@ def transformer_table(
         rows["gk_sel"].append((g + ag, gs + ag))
         rows["w"].append((s("w"), s("ws")))
         rows["act"].append((a, asp))
-        rows["act_sel"].append((a - aa, asp - aa))
+        rows["act_sel"].append((s("a_sel"), s("asp_sel")))
         rows["kept"].append((np.array([s("kept").max()]), np.zeros(1)))
         fc, bc, fe, be = s("fc"), s("bc"), s("fe"), s("be")
         # the largest stage boundary's output, as the pipeline table

@@ -18,7 +18,7 @@ import numpy as np
 import grids
 from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine, with_params
 from kernels.machine import INTER_PARAMS, KIND_EFFICIENCY_PARAMS, inter_levels
-from kernels.names import MEMORY_MODELS
+from kernels.names import ATTENTIONS, MEMORY_MODELS
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.inputs.models import read_toml
@@ -49,9 +49,10 @@ OPTIONAL_KEYS: dict[str, float] = {
     "gemm_tile_m": 128.0,
     "gemm_tile_n": 128.0,
     "scatter_gather": 1.0,
+    "attention": 0.0,
 }
 #: The optional keys of data+tensor+pipeline's GEMMs by shape and pipeline sends (docs/model.md §16).
-GEMM_AND_SEND_KEYS = ("gpu_sms", "gemm_tile_m", "gemm_tile_n", "scatter_gather")
+GEMM_AND_SEND_KEYS = ("gpu_sms", "gemm_tile_m", "gemm_tile_n", "scatter_gather", "attention")
 #: Parameters that must be > 0 (the rest: wu_passes, optimizer_states, mem_passes,
 #: op_latency_s, eltwise_traffic >= 0; efficiency in (0, 1]).
 POSITIVE = {
@@ -122,6 +123,12 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
         ):
             return float(value)
         raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=key))
+    if name == "attention":
+        if value in ATTENTIONS:
+            return float(ATTENTIONS[value])
+        if isinstance(value, int | float) and not isinstance(value, bool) and value in ATTENTIONS.values():
+            return float(value)
+        raise InputError(f"must be one of {', '.join(ATTENTIONS)}", where(origin, key=key))
     if name == "memory_model":
         if value in MEMORY_MODELS:
             return float(MEMORY_MODELS[value])

@@ -98,6 +98,7 @@ def test_abci_matches_spec_section_3():
         "gemm_tile_m": 128.0,
         "gemm_tile_n": 128.0,
         "scatter_gather": 1.0,
+        "attention": 0.0,  # standard (a code of kernels.names.ATTENTIONS)
     }
     assert profile.inter_span_nodes == (17.0, 34.0, math.inf)
     assert profile.inter_alpha_s == (40.31e-6, 40.49e-6, 40.98e-6)

@@ -77,13 +77,16 @@ def test_worked_example_tp2_dp2():
     # per iteration; dp: ring of 2 over 2 * 140 bytes: 2(1e-3 + 140 / 1000) = 0.282; times I = 2
     assert float(c.t_allreduce_s) == pytest.approx(2 * (2 * 0.204 + 0.282), rel=1e-12)
     assert float(c.t_p2p_s) == 0
-    # (2 delta + 12) * 140 = 2,240 bytes of weights and optimizer state; activations per sample
-    # (x+y, scores) 346, of which 216 split: 346 - 108 = 238; delta * micro * min(pp, S) * 238 = 952
-    assert float(c.mem_bytes) == pytest.approx(2240 + 952, rel=1e-12)
+    # (2 delta + 12) * 140 = 2,240 bytes of weights and optimizer state; activations per sample in
+    # 16-bit elements: the block's as Korthikanti et al. count them, s h (34 + 5 a s / h) / 2 =
+    # 17 * 8 + 2.5 * 2 * 4 = 156, of which (24 s h + 5 a s^2) / 2 = 116 split; embed x + y = 10;
+    # ln_f 16; out 8 + 16 = 24, its 16 split: 206, 132 split: 206 - 66 = 140;
+    # delta * micro * min(pp, S) * 140 = 560
+    assert float(c.mem_bytes) == pytest.approx(2240 + 560, rel=1e-12)
     assert int(c.limit) == OK
     # ZeRO-1 shards the 12 bytes of optimizer state over dp = 2: (4 + 6) * 140 = 1,400
     z = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, zero=1))
-    assert float(z.mem_bytes) == pytest.approx(1400 + 952, rel=1e-12)
+    assert float(z.mem_bytes) == pytest.approx(1400 + 560, rel=1e-12)
 
 
 def test_worked_example_pp2_dp2():
@@ -102,10 +105,10 @@ def test_worked_example_pp2_dp2():
     assert float(c.t_p2p_s) == pytest.approx(2 * 2 * 2 * 0.033, rel=1e-12)
     # dp ring of 2 over 2 * 248 bytes: 2(1e-3 + 0.248) = 0.498 per iteration
     assert float(c.t_allreduce_s) == pytest.approx(2 * 0.498, rel=1e-12)
-    # activations per sample (x + y, scores a s^2 = 8): embed 10, a block 16 + 32 + 40 + 16 + 16 + 16
-    # + 40 + 64 + 40 + 16 = 296, ln_f 16, out 8 + 16: stages 306 and 336. (2 delta + 12) * 248 +
-    # delta * micro * min(pp, S) * 336
-    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 336, rel=1e-12)
+    # activations per sample (16-bit elements): embed x + y = 10, a block (17 s h + 2.5 a s^2 =
+    # 136 + 20) 156, ln_f 16, out 8 + 16: stages 166 and 196. (2 delta + 12) * 248 +
+    # delta * micro * min(pp, S) * 196
+    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 196, rel=1e-12)
     assert int(c.limit) == OK
     # the tiny GPT of one block has one stage only
     assert int(TENSOR(tiny(), machine(), cfg(4, 4, 2, pp=2)).limit) == MAX_P
@@ -120,9 +123,9 @@ def test_recompute_adds_forward_work():
     # 8 samples per GPU-replica per epoch (D/dp) * 64/2 FLOPs / 1000 FLOP/s
     assert float(sel.t_comp_s) - float(base.t_comp_s) == pytest.approx(8 * 32 / 1e3, rel=1e-12)
     assert float(sel.mem_bytes) < float(base.mem_bytes)
-    # full keeps each block's input (8 per sample here) plus one block's working set: with one
-    # block that is all of it, 2 * 2 * (8 + 238) = 984 bytes of activations
-    assert float(full.mem_bytes) == pytest.approx(2240 + 984, rel=1e-12)
+    # full keeps each block's input (8 per sample here) plus one block's activations while it is
+    # recomputed (Korthikanti's 156, 116 split: 98 at tp = 2): 2 * 2 * (8 + 98) = 424 bytes
+    assert float(full.mem_bytes) == pytest.approx(2240 + 424, rel=1e-12)
     deep = [TENSOR(GPT, machine(), cfg(8, 8, 8, tp=2, pp=2, recompute=r)) for r in (0, 1, 2)]
     assert float(deep[2].mem_bytes) < float(deep[1].mem_bytes) < float(deep[0].mem_bytes)
 
@@ -290,3 +293,46 @@ def test_gemms_by_shape_at_unit_tiles_are_the_plain_rate():
     # with 3 x 3 tiles the GEMMs of 4 rows (2 samples of 2 positions) waste a third of a tile: slower
     tiles = machine(gpu_sms=1.0, gemm_tile_m=3.0, gemm_tile_n=3.0, gpu_mem_bw_Bps=1e30)
     assert float(TENSOR(tiny(), tiles, cfg(4, 4, 2, tp=2)).t_comp_s) > 14.592
+
+
+FOUR = kernels.build_net(to_arrays(gpt("tiny4", 4, 4, 2, 2, vocab=8)), 16)
+
+
+def cfg7(p, b, S, tp=1, pp=1, recompute=0, vp=1, sp=0):
+    return kernels.Config(*(f64(v) for v in (p, b, 1, S, tp, pp, recompute, 0, vp, sp, 0)))
+
+
+def test_interleaved_schedule():
+    """vp = 2 chunks per GPU (docs/model.md §16): the bubble (pp - 1)/(vp S), so with pp = 2, S = 2
+    the compute's factor (S + (pp - 1)/vp)/S = 1.25 instead of 1.5; vp times the messages; the
+    first stage's in-flight activations (1 + (pp - 1)/(pp vp)) = 1.25 times."""
+    m = machine()
+    plain, inter = TENSOR(FOUR, m, cfg7(2, 4, 2, pp=2)), TENSOR(FOUR, m, cfg7(2, 4, 2, pp=2, vp=2))
+    # compute without the weight update (an unbounded memory bandwidth), which has no bubble
+    base = TENSOR(FOUR, m._replace(gpu_mem_bw_Bps=f64(1e30)), cfg7(2, 4, 2, pp=2))
+    fast = TENSOR(FOUR, m._replace(gpu_mem_bw_Bps=f64(1e30)), cfg7(2, 4, 2, pp=2, vp=2))
+    assert float(fast.t_comp_s) == pytest.approx(float(base.t_comp_s) * 1.25 / 1.5, rel=1e-12)
+    assert float(inter.t_p2p_s) == pytest.approx(2 * float(plain.t_p2p_s), rel=1e-12)
+    assert int(inter.limit) == OK
+    # S = 3 is not a multiple of pp = 2: batch; 4 blocks are not 2 stages of 3 chunks: max_p
+    assert int(TENSOR(FOUR, m, cfg7(2, 6, 3, pp=2, vp=2)).limit) == BATCH
+    assert int(TENSOR(FOUR, m, cfg7(2, 4, 2, pp=2, vp=3)).limit) == MAX_P
+
+
+def test_sequence_parallel_splits_every_activation():
+    """sp = 1 with tp = 2 (docs/model.md §16): the worked example's activations all split, 206 / 2
+    = 103 per sample instead of 140: 2 * 2 * 103 = 412 bytes with the 2,240 of weights; the
+    tensor-parallel allreduces become reduce-scatters and all-gathers of the same time."""
+    c = TENSOR(tiny(), machine(), cfg7(4, 4, 2, tp=2, sp=1))
+    assert float(c.mem_bytes) == pytest.approx(2240 + 412, rel=1e-12)
+    plain = TENSOR(tiny(), machine(), cfg7(4, 4, 2, tp=2))
+    assert float(c.t_allreduce_s) == float(plain.t_allreduce_s)
+    # compute: every layer's FLOPs split, 3,312 / 2 = 1,656 per sample: 8 * 1.656 + 0.56
+    assert float(c.t_comp_s) == pytest.approx(8 * 1.656 + 0.56, rel=1e-12)
+
+
+def test_flash_attention_keeps_no_scores():
+    """attention = flash: the none mode keeps no a s^2 scores, as selective recomputation (the
+    worked example: 206 - 20 = 186 per sample, 132 - 20 = 112 split: 186 - 56 = 130)."""
+    c = TENSOR(tiny(), machine(attention=1.0), cfg(4, 4, 2, tp=2))
+    assert float(c.mem_bytes) == pytest.approx(2240 + 2 * 2 * 130, rel=1e-12)
