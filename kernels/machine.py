@@ -55,6 +55,10 @@ class Machine(NamedTuple):
     scatter_gather: Array = 1.0
     #: a code of kernels.names.ATTENTIONS: 0 standard, 1 a fused (flash) attention (docs/model.md §16)
     attention: Array = 0.0
+    #: dense FP8 peak FLOP/s, 0 for a GPU without one (docs/model.md §16)
+    gpu_flops_fp8: Array = 0.0
+    #: 1: the data-parallel gradient all-reduce overlapped with the backward pass (docs/model.md §16)
+    overlap_grad_reduce: Array = 0.0
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

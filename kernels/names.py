@@ -53,6 +53,8 @@ SCALAR_PARAMS: tuple[str, ...] = (
     "gemm_tile_n",
     "scatter_gather",
     "attention",
+    "gpu_flops_fp8",
+    "overlap_grad_reduce",
 )
 
 #: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.

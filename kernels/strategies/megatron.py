@@ -41,6 +41,9 @@ from kernels.transformer import (
 _LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
 #: The kinds whose FLOPs are GEMMs timed by shape when ``gpu_sms > 0`` (docs/model.md §16).
 _GEMM_KINDS_MASK = np.array([k in ("linear", "attention") for k in KINDS], dtype=np.float64)
+_LINEAR_MASK = np.array([k == "linear" for k in KINDS], dtype=np.float64)
+#: Bytes per weight of the 8-bit copy Transformer Engine keeps of each FP8 layer's weights.
+FP8_WEIGHT_BYTES = 1.0
 #: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.
 OPTIMIZER_BYTES = 12.0
 
@@ -123,7 +126,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
     misc = table.misc[mode, row]
     z = 1.0 - 1.0 / tp
-    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp, sp)
+    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp, sp, own.precision)
     w_stage = _at(table.w[row], z)
     # micro-batch slots of the schedule: 1F1B's S + pp - 1; interleaved, the bubble's pp - 1 in
     # slots of 1/vp of a stage (Narayanan et al. SC'21 §2.2)
@@ -145,6 +148,10 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     delta = machine.bytes_per_element
     micro = cfg.b / s
     grad = _gradient_allreduce(machine, own, dp, delta * w_stage)
+    # overlapped with the last micro-batch's backward pass (Megatron-LM's bucketed
+    # overlap_grad_reduce): only what that pass, 2/3 of the stage's work, cannot hide is exposed
+    hidden = micro * 2.0 / 3.0 * stage_s
+    grad = jnp.where(machine.overlap_grad_reduce > 0, jnp.maximum(grad - hidden, 0.0), grad)
     # with sequence parallelism each allreduce is a reduce-scatter and an all-gather: the same time
     tensor = slots * _tensor_allreduce(machine, misc, tp, micro * delta)
     p2p = _p2p(machine, cfg.p, own, s, dp, its, micro * delta * misc[Y_BOUNDARY])
@@ -157,8 +164,14 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     # micro-batches in flight on the first stage; interleaved, (1 + (pp - 1)/(pp vp)) times more
     # (Korthikanti et al. 2022 §4.2.3)
     flight = jnp.minimum(pp, s) * jnp.where(vp > 1, 1.0 + (pp - 1) / (pp * vp), 1.0)
-    mem = (2.0 * delta + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (flight * act + work)
+    # FP8 (Transformer Engine): an 8-bit copy of each weight beside the 16-bit one
+    fp8_copy = jnp.where(own.precision > 0, FP8_WEIGHT_BYTES, 0.0)
+    mem = (2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (
+        flight * act + work
+    )
     interleave = (vp > 1) & (jnp.round(s / pp) * pp != s)  # the interleaved schedule needs pp | S
+    # FP8 on a GPU without an FP8 peak does not fit the machine: max_p, as a group that cannot be formed
+    misfit = misfit | ((own.precision > 0) & (machine.gpu_flops_fp8 <= 0))
     over_batch = (s < 1) | (cfg.b < s) | (jnp.round(cfg.b / s) * s != cfg.b) | interleave
     return Cost(
         p=cfg.p,
@@ -178,7 +191,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     )
 
 
-def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp):
+def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision):
     """Per-sample training time of the largest stage (the envelope's largest line at ``z``):
     :func:`kernels.terms.sample_s` of its FLOPs and per-kind FLOPs and traffic, as the data
     strategy times the network and the pipeline its slowest stage (docs/model.md §3). With
@@ -194,6 +207,10 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp):
         return jnp.where(sp > 0, k[0] / tp, k[0] - k[1] * z)
 
     fk, tk = largest(table.flops_kind), largest(table.traffic_kind)
+    # FP8: the linear layers' GEMMs at the FP8 peak (Transformer Engine keeps attention in 16 bits)
+    fp8 = (precision > 0) & (machine.gpu_flops_fp8 > 0)
+    speedup = jnp.where(fp8, machine.gpu_flops_fp8 / machine.gpu_flops, 1.0)
+    fk = fk / (1.0 + (speedup - 1.0) * _LINEAR_MASK)
     plain = terms.sample_s(net, machine, values[h], fk, tk)
     gemm = _GEMM_KINDS_MASK
     rest = terms.roofline_s(machine, fk * (1.0 - gemm), tk * (1.0 - gemm))
@@ -201,7 +218,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp):
     kind_eff = jnp.where(
         shape[:, 0] == CORE, machine.kind_efficiency[_ATTENTION], machine.kind_efficiency[_LINEAR]
     )
-    rate = machine.gpu_flops * machine.efficiency * kind_eff
+    rate = machine.gpu_flops * machine.efficiency * kind_eff * jnp.where(shape[:, 0] == CORE, 1.0, speedup)
     by_shape = jnp.sum(largest(table.gemm_flops) / rate * gemm_mod.slowdown(machine, shape, micro, tp, rate))
     return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 

@@ -50,9 +50,19 @@ OPTIONAL_KEYS: dict[str, float] = {
     "gemm_tile_n": 128.0,
     "scatter_gather": 1.0,
     "attention": 0.0,
+    "gpu_flops_fp8": 0.0,
+    "overlap_grad_reduce": 0.0,
 }
 #: The optional keys of data+tensor+pipeline's GEMMs by shape and pipeline sends (docs/model.md §16).
-GEMM_AND_SEND_KEYS = ("gpu_sms", "gemm_tile_m", "gemm_tile_n", "scatter_gather", "attention")
+GEMM_AND_SEND_KEYS = (
+    "gpu_sms",
+    "gemm_tile_m",
+    "gemm_tile_n",
+    "scatter_gather",
+    "attention",
+    "gpu_flops_fp8",
+    "overlap_grad_reduce",
+)
 #: Parameters that must be > 0 (the rest: wu_passes, optimizer_states, mem_passes,
 #: op_latency_s, eltwise_traffic >= 0; efficiency in (0, 1]).
 POSITIVE = {
@@ -139,11 +149,20 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
     if name in POSITIVE and value <= 0:
         raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
     if (
-        name in ("wu_passes", "optimizer_states", "mem_passes", "op_latency_s", "eltwise_traffic", "gpu_sms")
+        name
+        in (
+            "wu_passes",
+            "optimizer_states",
+            "mem_passes",
+            "op_latency_s",
+            "eltwise_traffic",
+            "gpu_sms",
+            "gpu_flops_fp8",
+        )
         and value < 0
     ):
         raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
-    if name == "scatter_gather" and value not in (0.0, 1.0):
+    if name in ("scatter_gather", "overlap_grad_reduce") and value not in (0.0, 1.0):
         raise InputError(f"must be 0 or 1, got {value:g}", where(origin, key=key))
     if (name == "efficiency" or name in KIND_EFFICIENCY_PARAMS) and not 0 < value <= 1:
         raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))

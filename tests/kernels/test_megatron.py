@@ -336,3 +336,24 @@ def test_flash_attention_keeps_no_scores():
     worked example: 206 - 20 = 186 per sample, 132 - 20 = 112 split: 186 - 56 = 130)."""
     c = TENSOR(tiny(), machine(attention=1.0), cfg(4, 4, 2, tp=2))
     assert float(c.mem_bytes) == pytest.approx(2240 + 2 * 2 * 130, rel=1e-12)
+
+
+def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
+    """precision = fp8 on a GPU of 2,000 FP8 FLOP/s (twice its 16-bit 1,000): the worked example's
+    linear layers (qkv 576, proj 192, up 768, down 768, out 384 training FLOPs per sample, all
+    split: 2,688 / 2 = 1,344 at tp = 2) take half as long: 8 * 0.672 s less; an 8-bit copy of
+    each of the 140 weights, 140 bytes more. Without an FP8 peak: max_p."""
+    c16 = TENSOR(tiny(), machine(gpu_flops_fp8=2e3), cfg(4, 4, 2, tp=2))
+    c8 = TENSOR(tiny(), machine(gpu_flops_fp8=2e3), cfg(4, 4, 2, tp=2)._replace(precision=f64(1)))
+    assert float(c16.t_comp_s) - float(c8.t_comp_s) == pytest.approx(8 * 0.672, rel=1e-12)
+    assert float(c8.mem_bytes) - float(c16.mem_bytes) == pytest.approx(140, rel=1e-12)
+    none = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2)._replace(precision=f64(1)))
+    assert int(none.limit) == MAX_P
+
+
+def test_overlapped_gradient_allreduce():
+    """overlap_grad_reduce = 1: the dp allreduce (the worked example's 0.282 s per iteration) hides
+    behind the last micro-batch's backward pass, 2/3 of 2 samples * 1.824 s = 2.432 s: nothing is
+    exposed; the tp allreduces stay (2 * 2 * 0.204)."""
+    c = TENSOR(tiny(), machine(overlap_grad_reduce=1.0), cfg(4, 4, 2, tp=2))
+    assert float(c.t_allreduce_s) == pytest.approx(2 * 2 * 0.204, rel=1e-12)
