@@ -82,7 +82,7 @@ def layer(sets) -> list[str]:
         one, two = (f"gpt-l{n}-{'-'.join(h[2:])}" for n in (1, 2))
         tp, mb, sp = int(r["tp"]), int(r["micro_batch"]), int(r["sp"])
 
-        def step(recompute, tp=tp, mb=mb, sp=sp):
+        def step(recompute, tp=tp, mb=mb, sp=sp, one=one, two=two):
             t = [
                 iteration_s(m, mach, rate, p=tp, b=mb, S=1, tp=tp, pp=1, recompute=recompute, sp=sp)[0]
                 for m in (one, two)
