@@ -210,9 +210,10 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     # FP8: the linear layers' GEMMs at the FP8 peak (Transformer Engine keeps attention in 16 bits)
     fp8 = (precision > 0) & (machine.gpu_flops_fp8 > 0)
     speedup = jnp.where(fp8, machine.gpu_flops_fp8 / machine.gpu_flops, 1.0)
-    fk = fk / (1.0 + (speedup - 1.0) * _LINEAR_MASK)
+    # the masks in the kernel's own precision (a float32 sweep runs with x64 on)
+    linear_mask, gemm = (jnp.asarray(m, fk.dtype) for m in (_LINEAR_MASK, _GEMM_KINDS_MASK))
+    fk = fk / (1.0 + (speedup - 1.0) * linear_mask)
     plain = terms.sample_s(net, machine, values[h], fk, tk)
-    gemm = _GEMM_KINDS_MASK
     rest = terms.roofline_s(machine, fk * (1.0 - gemm), tk * (1.0 - gemm))
     shape = table.gemm_shape
     kind_eff = jnp.where(
