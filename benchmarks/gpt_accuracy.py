@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name}: {len(part)} runs, mean accuracy {part.accuracy.mean():.3f}")
     print("\n## Uncalibrated, per (tp, pp)\n")
     print(summary(frame, ["tp", "pp"]))
+    print("\n## Uncalibrated, per (nodes, tp, pp)\n")
+    print(summary(frame.assign(nodes=np.where(frame.p <= 8, "single", "multi")), ["nodes", "tp", "pp"]))
     print("\n## Uncalibrated, per micro-batch size (samples)\n")
     print(summary(frame, ["mb"]))
     print("\n## Best split\n")

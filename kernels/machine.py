@@ -44,6 +44,21 @@ class Machine(NamedTuple):
     #: factor on the activation traffic of data+tensor+pipeline's memory-bound kernels (docs/model.md
     #: §16): 1 as counted, 0 (the default) none
     eltwise_traffic: Array = 0.0
+    #: streaming multiprocessors a GEMM's tiles are spread over (docs/model.md §16); 0 (the default):
+    #: every GEMM at gpu_flops*efficiency, no tile or wave quantization, no memory bound
+    gpu_sms: Array = 0.0
+    #: output tile of a GEMM's thread block, rows and columns (docs/model.md §16)
+    gemm_tile_m: Array = 128.0
+    gemm_tile_n: Array = 128.0
+    #: 1: pipeline sends as Megatron's scatter/gather, 1/tp of the boundary per tensor-parallel rank
+    #: and an all-gather inside the tp group; 0: the whole boundary from each rank (docs/model.md §16)
+    scatter_gather: Array = 1.0
+    #: a code of kernels.names.ATTENTIONS: 0 standard, 1 a fused (flash) attention (docs/model.md §16)
+    attention: Array = 0.0
+    #: dense FP8 peak FLOP/s, 0 for a GPU without one (docs/model.md §16)
+    gpu_flops_fp8: Array = 0.0
+    #: 1: the data-parallel gradient all-reduce overlapped with the backward pass (docs/model.md §16)
+    overlap_grad_reduce: Array = 0.0
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

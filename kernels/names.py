@@ -48,10 +48,21 @@ SCALAR_PARAMS: tuple[str, ...] = (
     *(f"efficiency_{kind}" for kind in KINDS),
     "op_latency_s",
     "eltwise_traffic",
+    "gpu_sms",
+    "gemm_tile_m",
+    "gemm_tile_n",
+    "scatter_gather",
+    "attention",
+    "gpu_flops_fp8",
+    "overlap_grad_reduce",
 )
 
 #: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.
 MEMORY_MODELS: dict[str, int] = {"training": 0, "paradl": 1}
+
+#: Attention implementations (docs/model.md §16), machine key ``attention``: the code the kernels see.
+#: A fused ("flash") attention keeps no ``a s^2`` scores for the backward pass.
+ATTENTIONS: dict[str, int] = {"standard": 0, "flash": 1}
 
 #: The categorical machine settings: each one's names, in code order (the code the kernels see
 #: is the index). Sweep output writes a swept one's column as these names, as it writes a
@@ -61,4 +72,5 @@ MACHINE_CHOICES: dict[str, tuple[str, ...]] = {
     "memory_model": tuple(sorted(MEMORY_MODELS, key=MEMORY_MODELS.__getitem__)),
     # kernels.collectives.ALLREDUCE_ALGOS's codes (a test checks they agree)
     "allreduce_algo": ("ring", "tree", "auto", "hierarchical"),
+    "attention": tuple(sorted(ATTENTIONS, key=ATTENTIONS.__getitem__)),
 }

@@ -8,7 +8,8 @@ need, precomputed once per network so that a kernel call is O(1):
 * spatial tables indexed by the number of active layers of the default
   prefix rule (which depends on the group size), or one entry for a fixed
   override;
-* pipeline tables indexed by the number of stages p = 1..G: the min-max
+* pipeline tables indexed by the number of stages p = 1..P (P = G, or the
+  blocks of a transformer, :func:`kernels.partition.stage_partitions`): the min-max
   contiguous partition's largest group FLOPs and weights, its largest stage
   boundary, and every group's activations and weights for the memory bound.
 
@@ -26,7 +27,18 @@ import numpy as np
 
 from kernels._types import Array
 from kernels.names import KINDS  # the layer kinds, re-exported here where the tables use them
+from kernels.partition import (  # re-exported: the partition's home before it had its own module
+    Stages,
+    contiguous_sums,
+    envelope_rows,
+    minmax_partition,
+    partitions,
+    stage_partitions,
+    upper_envelope,
+)
 from kernels.transformer import TransformerTable, transformer_table
+
+__all__ = ["KINDS", "contiguous_sums", "minmax_partition", "partitions", "upper_envelope"]
 
 IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
 #: Layer kinds whose FLOPs the model-FLOPs utilisation counts (docs/model.md §12): the matrix
@@ -102,7 +114,7 @@ class SpatialTable(NamedTuple):
 
 
 class PipelineTable(NamedTuple):
-    """Min-max contiguous partition for p = 0..G stages (row 0 unused).
+    """Min-max contiguous partition for p = 0..P stages (row 0 unused; P = ``Net.n_stages``).
 
     The memory bound ``max_i 2 delta (B act_i + w_i)`` is a maximum of lines
     in B; only the groups on its upper envelope for B >= 0 are kept (a few
@@ -125,6 +137,8 @@ class Net(NamedTuple):
 
     dataset_samples: Array
     n_layers: Array
+    #: the most pipeline stages: the blocks of a transformer, else the layers (docs/model.md §10.4, §16)
+    n_stages: Array
     flops: Array  # training FLOPs per sample, all layers
     w_elems: Array
     act_elems: Array  # non-in-place x+y per sample
@@ -294,120 +308,23 @@ def _spatial_table(layers: LayerArrays, flops, act, in_place, saved, fk, tk) -> 
     )
 
 
-def contiguous_sums(cost: np.ndarray) -> np.ndarray:
-    """Sorted distinct sums of every contiguous run of ``cost``: the candidates for t*."""
-    prefix = np.concatenate([[0.0], np.cumsum(cost)])
-    g = len(cost)
-    return np.unique((prefix[None, :] - prefix[:, None])[np.triu_indices(g + 1, 1)])
-
-
-def minmax_partition(cost: np.ndarray, p: int, candidates: np.ndarray | None = None) -> list[int]:
-    """Exact min-max contiguous partition of ``cost`` into ``p`` groups (docs/model.md §10.4).
-
-    Finds the smallest largest-group sum t* (binary search over the sums of
-    contiguous runs, greedy feasibility check), then builds groups from the
-    first layer on, each taking layers while its sum stays <= t* and enough
-    layers remain to give every later group at least one. Returns the group
-    start indices. Costs are exact integers (FLOPs), so comparisons are exact.
-    ``candidates`` (from :func:`contiguous_sums`) may be passed to reuse them.
-    """
-    g = len(cost)
-    if not 1 <= p <= g:
-        raise ValueError(f"p={p} outside 1..{g}")
-    if candidates is None:
-        candidates = contiguous_sums(cost)
-    values = [float(c) for c in cost]
-    lower = max(max(values), sum(values) / p)
-
-    def fits(limit: float) -> bool:
-        count, run = 1, 0.0
-        for c in values:
-            if run + c > limit:
-                count += 1
-                if count > p:
-                    return False
-                run = c
-            else:
-                run += c
-        return True
-
-    lo = int(np.searchsorted(candidates, lower, side="left"))
-    hi = len(candidates) - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(candidates[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    best = candidates[lo]
-    starts, run = [0], 0.0
-    for layer, c in enumerate(values):
-        if layer > 0:
-            groups_left_after = p - len(starts)  # groups still to open after this one
-            if run + c > best or g - layer <= groups_left_after:
-                starts.append(layer)
-                run = 0.0
-        run += c
-    assert len(starts) == p, (len(starts), p)
-    return starts
-
-
-def upper_envelope(slopes: np.ndarray, intercepts: np.ndarray) -> list[int]:
-    """Indices of the lines ``a_i x + w_i`` that attain the maximum for some x >= 0, left to right."""
-    order = list(range(len(slopes)))
-    cur = max(order, key=lambda i: (intercepts[i], slopes[i]))
-    hull, x = [cur], 0.0
-    while True:
-        best, best_x = None, np.inf
-        for j in order:
-            if slopes[j] > slopes[cur]:
-                xj = (intercepts[cur] - intercepts[j]) / (slopes[j] - slopes[cur])
-                xj = max(xj, x)
-                if xj < best_x or (xj == best_x and best is not None and slopes[j] > slopes[best]):
-                    best, best_x = j, xj
-        if best is None:
-            return hull
-        hull.append(best)
-        cur, x = best, best_x
-
-
-def partitions(flops: np.ndarray) -> list[list[int]]:
-    """Group starts of the min-max partition of ``flops`` into p = 1..G groups (index p - 1)."""
-    candidates = contiguous_sums(flops)
-    return [minmax_partition(flops, p, candidates) for p in range(1, len(flops) + 1)]
-
-
-def _envelope_rows(hulls: list[tuple[list[float], list[float]]]) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-padded ``[len(hulls), H]`` slopes and intercepts of each row's envelope."""
-    width = max(len(a) for a, _ in hulls)
-    slopes = np.zeros((len(hulls), width))
-    intercepts = np.zeros((len(hulls), width))
-    for p, (a, w) in enumerate(hulls):
-        slopes[p, : len(a)] = a
-        intercepts[p, : len(w)] = w
-    return slopes, intercepts
-
-
-def _pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, parts: list[list[int]]) -> PipelineTable:
-    g = len(flops)
-    flops_max = np.zeros(g + 1)
-    fk_max = np.zeros((g + 1, len(KINDS)))
-    tk_max = np.zeros((g + 1, len(KINDS)))
-    w_max = np.zeros(g + 1)
-    y_bound = np.zeros(g + 1)
+def _pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, stages: Stages) -> PipelineTable:
+    g, rows = len(flops), len(stages.parts)
+    flops_max = np.zeros(rows + 1)
+    fk_max = np.zeros((rows + 1, len(KINDS)))
+    tk_max = np.zeros((rows + 1, len(KINDS)))
+    w_max = np.zeros(rows + 1)
+    y_bound = np.zeros(rows + 1)
+    units = [stages.per_unit(v) for v in (act_nip, saved, w_elems, flops, fk, tk)]
     hulls: list[tuple[list[float], list[float]]] = [([], [])]
     keeps: list[tuple[list[float], list[float]]] = [([], [])]
-    for p in range(1, g + 1):
-        starts = parts[p - 1]
-        bounds = [*starts, g]
-        acts = np.add.reduceat(act_nip, starts)
-        kept = np.add.reduceat(saved, starts)
-        ws = np.add.reduceat(w_elems, starts)
-        group_flops = np.add.reduceat(flops, starts)
+    for p in range(1, rows + 1):
+        bounds = [*stages.layer_starts(p), g]
+        acts, kept, ws, group_flops = (stages.sums(v, p) for v in units[:4])
         flops_max[p] = group_flops.max()
         slowest = int(np.argmax(group_flops))
-        fk_max[p] = np.add.reduceat(fk, starts, axis=0)[slowest]
-        tk_max[p] = np.add.reduceat(tk, starts, axis=0)[slowest]
+        fk_max[p] = stages.sums(units[4], p)[slowest]
+        tk_max[p] = stages.sums(units[5], p)[slowest]
         w_max[p] = ws.max()
         y_bound[p] = max((y_elems[hi - 1] for hi in bounds[1:-1]), default=0.0)
         # the envelope of lines a B + c w is the same set of groups for every c > 0
@@ -415,8 +332,8 @@ def _pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, parts: list
         hulls.append(([acts[i] for i in hull], [ws[i] for i in hull]))
         hull = upper_envelope(kept, ws)
         keeps.append(([kept[i] for i in hull], [ws[i] for i in hull]))
-    mem_act, mem_w = _envelope_rows(hulls)
-    keep_act, keep_w = _envelope_rows(keeps)
+    mem_act, mem_w = envelope_rows(hulls)
+    keep_act, keep_w = envelope_rows(keeps)
     return PipelineTable(flops_max, w_max, y_bound, mem_act, mem_w, keep_act, keep_w, fk_max, tk_max)
 
 
@@ -446,10 +363,11 @@ def build_net(
     fk, tk = by_kind(layers.kind, flops), by_kind(layers.kind, act)
     defaults = default_active(layers.kind)
     masks = [layers.active[f].astype(bool) if layers.overridden[f] else defaults[f - 1] for f in (1, 2)]
-    parts = partitions(flops)
+    stages = stage_partitions(names, flops)
     return Net(
         dataset_samples=np.float64(dataset_samples),
         n_layers=np.float64(len(flops)),
+        n_stages=np.float64(len(stages.parts)),
         flops=np.float64(flops.sum()),
         w_elems=np.float64(w_elems.sum()),
         act_elems=np.float64(act_nip.sum()),
@@ -462,8 +380,8 @@ def build_net(
         filter=_split_sums(masks[0], flops, w_elems, y_elems, y[:, 0], fk, tk),
         channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x), fk, tk),
         spatial=_spatial_table(layers, flops, act, in_place, saved, fk, tk),
-        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, parts),
-        transformer=transformer_table(names, x, w, y, flops, act_nip, parts, fk, tk),
+        pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, stages),
+        transformer=transformer_table(names, x, w, y, flops, act_nip, stages, fk, tk),
         model_flops=np.float64(flops[np.isin(names, list(MODEL_FLOPS_KINDS))].sum()),
         tokens=np.float64(tokens_per_sample(names, x)),
     )

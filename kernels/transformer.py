@@ -20,7 +20,7 @@ flowing between layers are divided over the ``tp`` group:
 On GPT this is Megatron's block: column QKV, split attention, row output
 projection, column MLP-up, split GeLU, row MLP-down: two allreduces forward and
 two backward per block. Per pipeline stage (the min-max partition of
-:func:`kernels.network.partitions`, one per pp) the tables hold each quantity as
+:func:`kernels.partition.stage_partitions`, one per pp) the tables hold each quantity as
 lines ``total_i - split_i z`` in ``z = 1 - 1/tp`` (the part of the split work
 that tp removes); a kernel takes the maximum over the few lines of their upper
 envelope, so an evaluation is O(H) for any tp, like the pipeline's memory bound.
@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernels._types import Array
+from kernels.partition import Stages, block_starts, decreasing_hulls, envelope, stack_padded
 from kernels.strategies.registry import RECOMPUTE  # noqa: F401  (the ``recompute`` axis's codes, §16)
 
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -56,19 +57,26 @@ class TransformerTable(NamedTuple):
     """
 
     heads: Array  # attention heads tp must divide (gcd over attention layers; 1 if none)
-    flops: Array  # [3, G+1, H, 2]
+    flops: Array  # [3, P+1, H, 2]
     #: the per-kind FLOPs and |x|+|y| of each line of ``flops`` (its stage), for the roofline
-    flops_kind: Array  # [3, G+1, H, 2, KINDS]
-    traffic_kind: Array  # [3, G+1, H, 2, KINDS]
-    act: Array  # [3, G+1, H, 2]
-    w: Array  # [G+1, H, 2]
-    misc: Array  # [3, G+1, 8]
+    flops_kind: Array  # [3, P+1, H, 2, KINDS]
+    traffic_kind: Array  # [3, P+1, H, 2, KINDS]
+    act: Array  # [3, P+1, H, 2]
+    w: Array  # [P+1, H, 2]
+    misc: Array  # [3, P+1, 8]
+    #: the training FLOPs of each line of ``flops`` by GEMM class, and each class's shape
+    #: (:func:`gemm_classes`), for the GEMMs' time by shape (docs/model.md §16)
+    gemm_flops: Array  # [3, P+1, H, 2, C]
+    gemm_shape: Array  # [C, 4]: role, then (C, F, s) of a linear or (h, a, s) of an attention core
 
 
 #: Columns of :attr:`TransformerTable.misc`.
 AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT, OPS, TRAFFIC_TOTAL, TRAFFIC_SPLIT = range(8)
 #: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16).
 GEMM_KINDS = ("linear", "conv", "fc")
+#: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
+#: tp), a row-parallel linear (input features split), an attention core (heads split).
+COLUMN, ROW, CORE = 0, 1, 2
 #: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
 #: writes them, dropout reads and writes them, the weighted sum reads them.
 SCORE_PASSES = 6.0
@@ -100,6 +108,7 @@ class _Layers(NamedTuple):
     ar_fwd: np.ndarray  # elements allreduced in the forward pass, per sample
     ar_bwd: np.ndarray
     kept: np.ndarray  # block input kept by full recomputation
+    row: np.ndarray  # 1 for a row-parallel linear
 
 
 def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, act: np.ndarray) -> _Layers:
@@ -108,13 +117,14 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     g = len(names)
     x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
     w_elems = np.prod(w, axis=1)
-    out = _Layers(*(np.zeros(g) for _ in range(6)))
+    out = _Layers(*(np.zeros(g) for _ in range(7)))
     state = False  # activations split over tp
     last_norm = -1
     for i, kind in enumerate(names):
         if kind == "linear":
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
             if state:  # row-parallel
+                out.row[i] = 1.0
                 out.act_split[i] = x_elems[i]
                 out.ar_fwd[i] = y_elems[i]
             else:  # column-parallel
@@ -140,6 +150,69 @@ def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     return out
 
 
+def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, row: np.ndarray):
+    """Each layer's GEMM class (-1: none) and the classes' shapes ``[C, 4]`` (docs/model.md §16):
+    a linear ``[C, s] -> [F, s]`` is (COLUMN or ROW, C, F, s), an attention core of ``a`` heads
+    over ``h`` features is (CORE, h, a, s); layers of one shape share a class. A network without
+    GEMMs has one empty class (role COLUMN, shape 1 x 1 x 1, no FLOPs)."""
+    seq = np.prod(y[:, 1:], axis=1)
+    linear, attention = names == "linear", names == "attention"
+    shape = np.stack(
+        [
+            np.where(attention, CORE, np.where(row > 0, ROW, COLUMN)),
+            np.where(attention, y[:, 0], x[:, 0]),
+            np.where(attention, w[:, 1], y[:, 0]),
+            seq,
+        ],
+        axis=1,
+    )
+    gemm = linear | attention
+    if not gemm.any():
+        return np.full(len(names), -1), np.array([[COLUMN, 1.0, 1.0, 1.0]])
+    shapes, index = np.unique(shape[gemm], axis=0, return_inverse=True)
+    cls = np.full(len(names), -1)
+    cls[gemm] = index.ravel()
+    return cls, shapes
+
+
+def block_mask(names: np.ndarray) -> np.ndarray:
+    """The layers of a transformer's blocks (docs/model.md §16): from each block's first layer
+    (:func:`kernels.partition.block_starts`; the first block's at the last layernorm before its
+    attention) to the layer before the next block's, the last block as long as the one before it
+    (through its last ``add`` when it is the only one)."""
+    attention = np.flatnonzero(names == "attention")
+    out = np.zeros(len(names), dtype=bool)
+    if not attention.size:
+        return out
+    norms = np.flatnonzero((names == "layernorm") & (np.arange(len(names)) < attention[0]))
+    first = int(norms[-1]) if norms.size else int(attention[0])
+    starts = [first, *block_starts(names).tolist()]
+    if len(starts) > 1:
+        end = starts[-1] + starts[-1] - starts[-2]
+    else:
+        adds = np.flatnonzero((names == "add") & (np.arange(len(names)) > attention[0]))
+        end = int(adds[-1]) + 1 if adds.size else int(attention[0]) + 1
+    out[first : min(end, len(names))] = True
+    return out
+
+
+def korthikanti(names: np.ndarray, y: np.ndarray, w: np.ndarray):
+    """Activations a transformer block keeps for its backward pass, per sample, in 16-bit elements
+    at its attention layer (0 at its other layers), as Korthikanti et al. 2022 count them (§4.1,
+    Table 2): ``s h (34 + 5 a s / h)`` bytes, of which ``s h (24 + 5 a s / h)`` split over tp
+    (the rest, 10 s h: the two layernorms' inputs and the dropout masks, replicated), and without
+    the attention core's ``5 a s^2`` (selective recomputation, or a fused attention) ``34 s h`` of
+    which ``24 s h`` split. Returns (total, split, selective total, selective split)."""
+    attention = names == "attention"
+    h, a, seq = y[:, 0], w[:, 1], np.prod(y[:, 1:], axis=1)
+    core = np.where(attention, 5.0 * a * seq * seq / 2.0, 0.0)
+    rest, rest_split = (
+        np.where(attention, 34.0 * seq * h / 2.0, 0.0),
+        np.where(attention, 24.0 * seq * h / 2.0, 0.0),
+    )
+    return rest + core, rest_split + core, rest, rest_split
+
+
 def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
     """Per layer, the elements per sample a memory-bound kernel reads and writes in the forward
     pass (docs/model.md §16), and the part of it split over tp: its input and output (x + y) for
@@ -154,33 +227,6 @@ def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
     return traffic, traffic * split * (names != "embedding")
 
 
-def _hulls(rows: list[tuple[np.ndarray, np.ndarray]]) -> list[list[int]]:
-    """Per row (pp = 1..G), the stages whose lines ``total - split z`` form the upper envelope
-    over z >= 0, largest total first."""
-    from kernels.network import upper_envelope  # network imports this module
-
-    return [upper_envelope(-s, t) for t, s in rows]
-
-
-def _envelope(rows: list[tuple[np.ndarray, np.ndarray]], hulls: list[list[int]] | None = None) -> np.ndarray:
-    """Each row's envelope lines ``total - split z`` (z >= 0) as ``[G+1, H, 2, ...]``, zero-padded
-    (row 0, no stages, is all zero). ``hulls`` picks the lines (default: each row's own
-    envelope); a row's totals and splits may carry trailing axes (per-kind vectors)."""
-    hulls = _hulls(rows) if hulls is None else hulls
-    picked = [np.stack([t, s], axis=1)[h] for (t, s), h in zip(rows, hulls, strict=True)]
-    out = np.zeros((len(picked) + 1, max(len(h) for h in picked), *picked[0].shape[1:]))
-    for r, lines in enumerate(picked, start=1):
-        out[r, : len(lines)] = lines
-    return out
-
-
-def _stack(tables: list[np.ndarray]) -> np.ndarray:
-    """Envelope tables of one shape each, zero-padded to the widest, stacked on a new first axis."""
-    width = max(t.shape[1] for t in tables)
-    pad = lambda t: [(0, 0), (0, width - t.shape[1])] + [(0, 0)] * (t.ndim - 2)  # noqa: E731
-    return np.stack([np.pad(t, pad(t)) for t in tables])
-
-
 def transformer_table(
     names: np.ndarray,
     x: np.ndarray,
@@ -188,11 +234,11 @@ def transformer_table(
     y: np.ndarray,
     flops: np.ndarray,
     act: np.ndarray,
-    parts: list[list[int]],
+    stages: Stages,
     fk: np.ndarray,
     tk: np.ndarray,
 ) -> TransformerTable:
-    """The tables of one network (docs/model.md §16) for pp = 1..G stages of ``parts``.
+    """The tables of one network (docs/model.md §16) for pp = 1..P stages of ``stages``.
 
     ``flops`` are training FLOPs per sample and ``act`` non-in-place activations
     per layer, ``fk`` and ``tk`` each layer's FLOPs and ``|x|+|y|`` in the column of its
@@ -202,67 +248,117 @@ def transformer_table(
     that coincide agree to the last bit (docs/model.md §16).
     """
     roles = tensor_roles(names, x, w, y, act)
+    in_block = block_mask(names)
+    kt, ks, kt_sel, ks_sel = korthikanti(names, y, w)
     attention = names == "attention"
     w_elems = np.prod(w, axis=1)
     y_elems = np.prod(y, axis=1)
     attn_fwd = np.where(attention, flops / 3.0, 0.0)
-    attn_act = np.where(attention, act, 0.0)
     split_flops = flops * roles.split
     blocks = max(int(attention.sum()), 1)
-    work = (act.sum() / blocks, roles.act_split.sum() / blocks)
-
-    def per_stage(v: np.ndarray, starts: list[int]) -> np.ndarray:
-        return v.sum(axis=0, keepdims=True) if len(starts) == 1 else np.add.reduceat(v, starts)
+    # one block's activations while full recomputation rebuilds it (Korthikanti et al.'s count)
+    work = (kt.sum() / blocks, ks.sum() / blocks) if attention.any() else (act.sum(), roles.act_split.sum())
 
     rows: dict[str, list] = {
-        k: [] for k in ("flops", "flops_sel", "w", "act", "act_sel", "kept", "fk", "fk_sel", "tk", "tk_sel")
+        k: []
+        for k in (
+            "flops",
+            "flops_sel",
+            "w",
+            "act",
+            "act_sel",
+            "kept",
+            "fk",
+            "fk_sel",
+            "tk",
+            "tk_sel",
+            "gk",
+            "gk_sel",
+        )
     }
     split = roles.split[:, None]
-    attn_fk, attn_tk = fk * attention[:, None] / 3.0, tk * attention[:, None] / 3.0
-    misc = np.zeros((3, len(parts) + 1, 8))
+    misc = np.zeros((3, len(stages.parts) + 1, 8))
     traffic, traffic_split = memory_traffic(names, x, y, act, roles.split)
     fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
-    fwd_n, bwd_n = (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float)
-    for pp, starts in enumerate(parts, start=1):
-        s = lambda v, st=starts: per_stage(v, st)  # noqa: E731
-        f, fs = s(flops), s(split_flops)
-        a, asp, aa = s(act), s(roles.act_split), s(attn_act)
+    layer = {
+        "f": flops,
+        "fs": split_flops,
+        "attn_fwd": attn_fwd,
+        "a": np.where(in_block, kt, act),
+        "asp": np.where(in_block, ks, roles.act_split),
+        "a_sel": np.where(in_block, kt_sel, act),
+        "asp_sel": np.where(in_block, ks_sel, roles.act_split),
+        "fk": fk,
+        "fks": fk * split,
+        "tk": tk,
+        "tks": tk * split,
+        "afk": fk * attention[:, None] / 3.0,
+        "atk": tk * attention[:, None] / 3.0,
+        "w": w_elems,
+        "ws": roles.w_split,
+        "kept": roles.kept,
+        "fc": (roles.ar_fwd > 0).astype(float),
+        "bc": (roles.ar_bwd > 0).astype(float),
+        "fe": roles.ar_fwd,
+        "be": roles.ar_bwd,
+        "ops": fwd_ops + bwd_ops,
+        "ops_sel": fwd_ops * attention,
+        "ops_full": fwd_ops,
+    }
+    # memory-bound traffic: forward once and backward twice; recomputation the forward again
+    for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
+        layer[f"c{mode}"] = 3.0 * traffic + again
+        layer[f"cs{mode}"] = 3.0 * traffic_split + again * (traffic_split > 0)
+    cls, shapes = gemm_classes(names, x, w, y, roles.row)
+    gk = np.zeros((len(names), len(shapes)))
+    gk[cls >= 0, cls[cls >= 0]] = flops[cls >= 0]
+    layer |= {"gk": gk, "gks": gk * split, "agk": gk * attention[:, None] / 3.0}
+    unit = {k: stages.per_unit(v) for k, v in layer.items()}
+    for pp in range(1, len(stages.parts) + 1):
+        # one stage: the network's plain sums, as the data strategy takes them
+        s = lambda k, pp=pp: layer[k].sum(axis=0, keepdims=True) if pp == 1 else stages.sums(unit[k], pp)  # noqa: E731
+        f, fs, afwd = s("f"), s("fs"), s("attn_fwd")
+        a, asp = s("a"), s("asp")
         rows["flops"].append((f, fs))
-        rows["flops_sel"].append((f + s(attn_fwd), fs + s(attn_fwd)))
-        kinds = {k: s(v) for k, v in (("fk", fk), ("fks", fk * split), ("tk", tk), ("tks", tk * split))}
-        kinds |= {"afk": s(attn_fk), "atk": s(attn_tk)}
+        rows["flops_sel"].append((f + afwd, fs + afwd))
+        kinds = {k: s(k) for k in ("fk", "fks", "tk", "tks", "afk", "atk")}
         rows["fk"].append((kinds["fk"], kinds["fks"]))
         rows["fk_sel"].append((kinds["fk"] + kinds["afk"], kinds["fks"] + kinds["afk"]))
         rows["tk"].append((kinds["tk"], kinds["tks"]))
         rows["tk_sel"].append((kinds["tk"] + kinds["atk"], kinds["tks"] + kinds["atk"]))
-        rows["w"].append((s(w_elems), s(roles.w_split)))
+        g, gs, ag = s("gk"), s("gks"), s("agk")
+        rows["gk"].append((g, gs))
+        rows["gk_sel"].append((g + ag, gs + ag))
+        rows["w"].append((s("w"), s("ws")))
         rows["act"].append((a, asp))
-        rows["act_sel"].append((a - aa, asp - aa))
-        rows["kept"].append((np.array([s(roles.kept).max()]), np.zeros(1)))
-        fc, bc, fe, be = s(fwd_n), s(bwd_n), s(roles.ar_fwd), s(roles.ar_bwd)
-        boundary = max((y_elems[hi - 1] for hi in starts[1:]), default=0.0)  # as the pipeline table
-        misc[:, pp, Y_BOUNDARY] = boundary
+        rows["act_sel"].append((s("a_sel"), s("asp_sel")))
+        rows["kept"].append((np.array([s("kept").max()]), np.zeros(1)))
+        fc, bc, fe, be = s("fc"), s("bc"), s("fe"), s("be")
+        # the largest stage boundary's output, as the pipeline table
+        misc[:, pp, Y_BOUNDARY] = max((y_elems[hi - 1] for hi in stages.layer_starts(pp)[1:]), default=0.0)
         misc[:2, pp, AR_COUNT], misc[:2, pp, AR_ELEMS] = (fc + bc).max(), (fe + be).max()
         misc[FULL, pp, AR_COUNT], misc[FULL, pp, AR_ELEMS] = (2 * fc + bc).max(), (2 * fe + be).max()
         misc[FULL, pp, WORK_TOTAL], misc[FULL, pp, WORK_SPLIT] = work
         # per micro-batch: forward and backward, full recomputation a second forward, selective
         # the attention cores' forward again
-        ops = s(fwd_ops + bwd_ops)
-        misc[:, pp, OPS] = ops.max(), (ops + s(fwd_ops * attention)).max(), (ops + s(fwd_ops)).max()
-        # memory-bound traffic: forward once and backward twice; recomputation the forward again
-        for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
-            misc[mode, pp, TRAFFIC_TOTAL] = s(3.0 * traffic + again).max()
-            misc[mode, pp, TRAFFIC_SPLIT] = s(3.0 * traffic_split + again * (traffic_split > 0)).max()
+        ops = s("ops")
+        misc[:, pp, OPS] = ops.max(), (ops + s("ops_sel")).max(), (ops + s("ops_full")).max()
+        for mode in range(3):
+            misc[mode, pp, TRAFFIC_TOTAL] = s(f"c{mode}").max()
+            misc[mode, pp, TRAFFIC_SPLIT] = s(f"cs{mode}").max()
     heads = w[attention, 1].astype(np.int64)
-    hulls, sel = _hulls(rows["flops"]), _hulls(rows["flops_sel"])
-    plain = _envelope(rows["flops"], hulls)
-    fk_plain, tk_plain = _envelope(rows["fk"], hulls), _envelope(rows["tk"], hulls)
+    hulls, sel = decreasing_hulls(rows["flops"]), decreasing_hulls(rows["flops_sel"])
+    plain = envelope(rows["flops"], hulls)
+    fk_plain, tk_plain = envelope(rows["fk"], hulls), envelope(rows["tk"], hulls)
+    gk_plain = envelope(rows["gk"], hulls)
     return TransformerTable(
         heads=np.float64(np.gcd.reduce(heads) if heads.size else 1),
-        flops=_stack([plain, _envelope(rows["flops_sel"], sel), plain * (4.0 / 3.0)]),
-        flops_kind=_stack([fk_plain, _envelope(rows["fk_sel"], sel), fk_plain * (4.0 / 3.0)]),
-        traffic_kind=_stack([tk_plain, _envelope(rows["tk_sel"], sel), tk_plain * (4.0 / 3.0)]),
-        act=_stack([_envelope(rows["act"]), _envelope(rows["act_sel"]), _envelope(rows["kept"])]),
-        w=_envelope(rows["w"]),
+        flops=stack_padded([plain, envelope(rows["flops_sel"], sel), plain * (4.0 / 3.0)]),
+        flops_kind=stack_padded([fk_plain, envelope(rows["fk_sel"], sel), fk_plain * (4.0 / 3.0)]),
+        traffic_kind=stack_padded([tk_plain, envelope(rows["tk_sel"], sel), tk_plain * (4.0 / 3.0)]),
+        act=stack_padded([envelope(rows["act"]), envelope(rows["act_sel"]), envelope(rows["kept"])]),
+        w=envelope(rows["w"]),
         misc=misc,
+        gemm_flops=stack_padded([gk_plain, envelope(rows["gk_sel"], sel), gk_plain * (4.0 / 3.0)]),
+        gemm_shape=shapes.astype(np.float64),
     )

@@ -16,16 +16,20 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from kernels import collectives, terms
+from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
 from kernels.machine import Link, Machine
+from kernels.names import ATTENTIONS, KINDS
 from kernels.network import Net
 from kernels.terms import Config, Cost
 from kernels.transformer import (
     AR_COUNT,
     AR_ELEMS,
+    CORE,
     OPS,
     TRAFFIC_SPLIT,
     TRAFFIC_TOTAL,
@@ -34,6 +38,12 @@ from kernels.transformer import (
     Y_BOUNDARY,
 )
 
+_LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
+#: The kinds whose FLOPs are GEMMs timed by shape when ``gpu_sms > 0`` (docs/model.md §16).
+_GEMM_KINDS_MASK = np.array([k in ("linear", "attention") for k in KINDS], dtype=np.float64)
+_LINEAR_MASK = np.array([k == "linear" for k in KINDS], dtype=np.float64)
+#: Bytes per weight of the 8-bit copy Transformer Engine keeps of each FP8 layer's weights.
+FP8_WEIGHT_BYTES = 1.0
 #: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.
 OPTIMIZER_BYTES = 12.0
 
@@ -45,29 +55,46 @@ def _at(lines, z):
 
 def _split(p, own: _Own, net: Net):
     """(dp, misfit): misfit when tp * pp does not divide p, tp does not divide the heads, or
-    pp exceeds the layers (docs/model.md §16)."""
+    pp exceeds the stages the network can be cut into: its blocks (its layers without attention),
+    docs/model.md §16."""
     tp, pp = own.tp, own.pp
     group = tp * pp
     heads = net.transformer.heads
     misfit = (tp < 1) | (pp < 1) | (p < group) | (jnp.round(p / group) * group != p)
-    misfit = misfit | (jnp.round(heads / tp) * tp != heads) | (pp > net.n_layers)
+    misfit = misfit | (jnp.round(heads / tp) * tp != heads) | (pp > net.n_stages)
+    # interleaving: vp chunks of whole blocks on each of pp stages
+    chunks = pp * own.vp
+    misfit = (
+        misfit | (own.vp < 1) | ((own.vp > 1) & (jnp.round(net.n_stages / chunks) * chunks != net.n_stages))
+    )
     # misfit rows are infeasible (max_p); dp >= 1 keeps their terms non-negative
     return jnp.maximum(p / group, 1.0), misfit
 
 
 class _Own(NamedTuple):
-    """tp, pp, recompute and zero, those not given (None in :class:`Config`) set to 1, 1, 0, 0."""
+    """The strategy's own axes (docs/model.md §16), those not given (None in :class:`Config`) set
+    to their neutral values: tp 1, pp 1, recompute 0, zero 0, vp 1, sp 0, precision 0 (bf16)."""
 
     tp: Array
     pp: Array
     recompute: Array
     zero: Array
+    vp: Array
+    sp: Array
+    precision: Array
 
     @classmethod
     def of(cls, cfg: Config) -> _Own:
         one = jnp.ones_like(cfg.p)
-        given = (cfg.tp, cfg.pp, cfg.recompute, cfg.zero)
-        return cls(*(d * one if v is None else v for v, d in zip(given, (1.0, 1.0, 0.0, 0.0), strict=True)))
+        given = (cfg.tp, cfg.pp, cfg.recompute, cfg.zero, cfg.vp, cfg.sp, cfg.precision)
+        neutral = (1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+        return cls(*(d * one if v is None else v for v, d in zip(given, neutral, strict=True)))
+
+
+def _value(lines, z, tp, sp):
+    """A line ``total - split z`` of the largest stage; with sequence parallelism every part of
+    it is split over tp: ``total / tp`` (docs/model.md §16)."""
+    return jnp.where(sp > 0, lines[..., 0] / tp, lines[..., 0] - lines[..., 1] * z)
 
 
 def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
@@ -91,7 +118,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     """
     own = _Own.of(cfg)
     table = net.transformer
-    tp, pp, s = own.tp, own.pp, cfg.S
+    tp, pp, s, vp, sp = own.tp, own.pp, cfg.S, own.vp, own.sp
     dp, misfit = _split(cfg.p, own, net)
     big_b = cfg.b * dp
     its = terms.iterations(net.dataset_samples, big_b)
@@ -99,31 +126,53 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
     misc = table.misc[mode, row]
     z = 1.0 - 1.0 / tp
-    stage_s = _stage_s(net, machine, mode, row, z)
+    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp, sp, own.precision)
     w_stage = _at(table.w[row], z)
+    # micro-batch slots of the schedule: 1F1B's S + pp - 1; interleaved, the bubble's pp - 1 in
+    # slots of 1/vp of a stage (Narayanan et al. SC'21 §2.2)
+    slots = jnp.where(vp > 1, s + (pp - 1) / vp, s + pp - 1)
     # the data strategy's order of operations for one stage, the pipeline's for several
     one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage_s
     stages = net.dataset_samples * (pp + s - 1) / s * stage_s / dp
-    comp = jnp.where(pp == 1, one_stage, stages) + its * terms.update_s(machine, w_stage)
+    comp = jnp.where(
+        pp == 1, one_stage, jnp.where(vp > 1, net.dataset_samples * slots / s * stage_s / dp, stages)
+    )
+    comp = comp + its * terms.update_s(machine, w_stage)
     # the launch cost of the busiest stage's operations, once per micro-batch slot of 1F1B
-    comp = comp + its * (s + pp - 1) * misc[OPS] * machine.op_latency_s
+    comp = comp + its * slots * misc[OPS] * machine.op_latency_s
     # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
-    traffic = misc[TRAFFIC_TOTAL] - misc[TRAFFIC_SPLIT] * z
-    comp = comp + net.dataset_samples / dp * ((s + pp - 1) / s) * (
+    traffic = _value(misc[jnp.array([TRAFFIC_TOTAL, TRAFFIC_SPLIT])], z, tp, sp)
+    comp = comp + net.dataset_samples / dp * (slots / s) * (
         machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
     )
     delta = machine.bytes_per_element
     micro = cfg.b / s
     grad = _gradient_allreduce(machine, own, dp, delta * w_stage)
-    tensor = (s + pp - 1) * _tensor_allreduce(machine, misc, tp, micro * delta)
+    # overlapped with the last micro-batch's backward pass (Megatron-LM's bucketed
+    # overlap_grad_reduce): only what that pass, 2/3 of the stage's work, cannot hide is exposed
+    hidden = micro * 2.0 / 3.0 * stage_s
+    grad = jnp.where(machine.overlap_grad_reduce > 0, jnp.maximum(grad - hidden, 0.0), grad)
+    # with sequence parallelism each allreduce is a reduce-scatter and an all-gather: the same time
+    tensor = slots * _tensor_allreduce(machine, misc, tp, micro * delta)
     p2p = _p2p(machine, cfg.p, own, s, dp, its, micro * delta * misc[Y_BOUNDARY])
-    act = _at(table.act[mode, row], z)
-    work = misc[WORK_TOTAL] - misc[WORK_SPLIT] * z
+    # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
+    # as selective recomputation (docs/model.md §16)
+    act_mode = jnp.where((machine.attention == ATTENTIONS["flash"]) & (mode == 0), 1, mode)
+    act = jnp.max(_value(table.act[act_mode, row], z, tp, sp), axis=-1)
+    work = _value(misc[jnp.array([WORK_TOTAL, WORK_SPLIT])], z, tp, sp)
     shards = jnp.where(own.zero > 0, dp, 1.0)
-    mem = (2.0 * delta + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (
-        jnp.minimum(pp, s) * act + work
+    # micro-batches in flight on the first stage; interleaved, (1 + (pp - 1)/(pp vp)) times more
+    # (Korthikanti et al. 2022 §4.2.3)
+    flight = jnp.minimum(pp, s) * jnp.where(vp > 1, 1.0 + (pp - 1) / (pp * vp), 1.0)
+    # FP8 (Transformer Engine): an 8-bit copy of each weight beside the 16-bit one
+    fp8_copy = jnp.where(own.precision > 0, FP8_WEIGHT_BYTES, 0.0)
+    mem = (2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (
+        flight * act + work
     )
-    over_batch = (s < 1) | (cfg.b < s) | (jnp.round(cfg.b / s) * s != cfg.b)
+    interleave = (vp > 1) & (jnp.round(s / pp) * pp != s)  # the interleaved schedule needs pp | S
+    # FP8 on a GPU without an FP8 peak does not fit the machine: max_p, as a group that cannot be formed
+    misfit = misfit | ((own.precision > 0) & (machine.gpu_flops_fp8 <= 0))
+    over_batch = (s < 1) | (cfg.b < s) | (jnp.round(cfg.b / s) * s != cfg.b) | interleave
     return Cost(
         p=cfg.p,
         p1=dp,
@@ -142,19 +191,37 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     )
 
 
-def _stage_s(net: Net, machine: Machine, mode, row, z):
+def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision):
     """Per-sample training time of the largest stage (the envelope's largest line at ``z``):
     :func:`kernels.terms.sample_s` of its FLOPs and per-kind FLOPs and traffic, as the data
-    strategy times the network and the pipeline its slowest stage (docs/model.md §3)."""
+    strategy times the network and the pipeline its slowest stage (docs/model.md §3). With
+    ``gpu_sms > 0`` the linear layers and attention cores take their GEMMs' time by shape
+    instead (:func:`kernels.gemm.slowdown` of each GEMM class, docs/model.md §16). With sequence
+    parallelism every layer's work is split over tp."""
     table = net.transformer
-    lines = table.flops[mode, row]
-    values = lines[..., 0] - lines[..., 1] * z
+    values = _value(table.flops[mode, row], z, tp, sp)
     h = jnp.argmax(values)
 
-    def largest(kinds):  # the per-kind line of stage h at z
-        return kinds[mode, row, h, 0] - kinds[mode, row, h, 1] * z
+    def largest(kinds):  # the per-kind line of stage h at z (total and split on the second-last axis)
+        k = kinds[mode, row, h]
+        return jnp.where(sp > 0, k[0] / tp, k[0] - k[1] * z)
 
-    return terms.sample_s(net, machine, values[h], largest(table.flops_kind), largest(table.traffic_kind))
+    fk, tk = largest(table.flops_kind), largest(table.traffic_kind)
+    # FP8: the linear layers' GEMMs at the FP8 peak (Transformer Engine keeps attention in 16 bits)
+    fp8 = (precision > 0) & (machine.gpu_flops_fp8 > 0)
+    speedup = jnp.where(fp8, machine.gpu_flops_fp8 / machine.gpu_flops, 1.0)
+    # the masks in the kernel's own precision (a float32 sweep runs with x64 on)
+    linear_mask, gemm = (jnp.asarray(m, fk.dtype) for m in (_LINEAR_MASK, _GEMM_KINDS_MASK))
+    fk = fk / (1.0 + (speedup - 1.0) * linear_mask)
+    plain = terms.sample_s(net, machine, values[h], fk, tk)
+    rest = terms.roofline_s(machine, fk * (1.0 - gemm), tk * (1.0 - gemm))
+    shape = table.gemm_shape
+    kind_eff = jnp.where(
+        shape[:, 0] == CORE, machine.kind_efficiency[_ATTENTION], machine.kind_efficiency[_LINEAR]
+    )
+    rate = machine.gpu_flops * machine.efficiency * kind_eff * jnp.where(shape[:, 0] == CORE, 1.0, speedup)
+    by_shape = jnp.sum(largest(table.gemm_flops) / rate * gemm_mod.slowdown(machine, shape, micro, tp, rate))
+    return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 
 
 def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
@@ -188,14 +255,23 @@ def _p2p(machine: Machine, p, own: _Own, s, dp, its, msg_bytes):
     """1F1B's point-to-point traffic per epoch: 2(S + pp - 2) messages of one micro-batch's
     boundary activations on the critical path (the pipeline strategy's, docs/model.md §10.4).
     Inter-node when the p GPUs span nodes, the NICs shared by the ``min(tp dp, gpus_per_node)``
-    GPUs of a node sending at once."""
-    pp = own.pp
-    share = mach.nic_share(machine, jnp.minimum(own.tp * dp, machine.gpus_per_node))
+    GPUs of a node sending at once. With ``scatter_gather`` and tp > 1, as Megatron-LM sends
+    them (Narayanan et al. SC'21 §4.1): each tensor-parallel rank sends 1/tp of the boundary and
+    the receiving tp group all-gathers it on its own link (docs/model.md §16)."""
+    pp, tp = own.pp, own.tp
+    share = mach.nic_share(machine, jnp.minimum(tp * dp, machine.gpus_per_node))
     inter = mach.first_inter_link(machine, share)
     inside = p <= machine.gpus_per_node
     lk = Link(
         jnp.where(inside, machine.intra_alpha_s, inter.alpha_s),
         jnp.where(inside, 1.0 / machine.intra_bandwidth_Bps, inter.beta_s_per_byte),
     )
-    hop = collectives.p2p_s(msg_bytes, *lk)
-    return jnp.where(pp > 1, its * 2.0 * (pp + s - 2) * hop, 0.0)
+    whole = collectives.p2p_s(msg_bytes, *lk)
+    group = mach.link(machine, tp, 1.0 / machine.nics_per_node)
+    part = collectives.p2p_s(msg_bytes / tp, *lk)
+    scattered = part + collectives.ring_allgather_s(tp, msg_bytes, *group)
+    hop = jnp.where((machine.scatter_gather > 0) & (tp > 1), scattered, whole)
+    # sequence parallel: the boundary is already split over tp, each rank sends its part
+    hop = jnp.where(own.sp > 0, part, hop)
+    # interleaved: vp times the messages (Narayanan et al. SC'21 §2.2)
+    return jnp.where(pp > 1, its * 2.0 * (pp + s - 2) * own.vp * hop, 0.0)

@@ -24,7 +24,7 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
 
     B = b. The partition (per p) is precomputed in :func:`kernels.network.build_net`.
     The boundary link is intra when p <= gpus_per_node, else the first inter
-    level. Needs p <= G and S <= B.
+    level. Needs p <= P (the layers G, a transformer's blocks) and S <= B.
     """
     p, s = cfg.p, cfg.S
     big_b = cfg.b
@@ -67,6 +67,6 @@ def pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_p2p_s=p2p,
         mem_bytes=mem,
         limit=terms.limit_code(
-            machine, mem, (p > net.n_layers) | (p < 1), (s > big_b) | (s < 1), terms.over_dataset(net, big_b)
+            machine, mem, (p > net.n_stages) | (p < 1), (s > big_b) | (s < 1), terms.over_dataset(net, big_b)
         ),
     )

@@ -18,7 +18,7 @@ import numpy as np
 import grids
 from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine, with_params
 from kernels.machine import INTER_PARAMS, KIND_EFFICIENCY_PARAMS, inter_levels
-from kernels.names import MEMORY_MODELS
+from kernels.names import ATTENTIONS, MEMORY_MODELS
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.inputs.models import read_toml
@@ -44,10 +44,30 @@ OPTIONAL_KEYS: dict[str, float] = {
     # data+tensor+pipeline's launch and memory-bound costs (docs/model.md §16)
     "op_latency_s": 0.0,
     "eltwise_traffic": 0.0,
+    # data+tensor+pipeline's GEMMs by shape and pipeline sends (docs/model.md §16)
+    "gpu_sms": 0.0,
+    "gemm_tile_m": 128.0,
+    "gemm_tile_n": 128.0,
+    "scatter_gather": 1.0,
+    "attention": 0.0,
+    "gpu_flops_fp8": 0.0,
+    "overlap_grad_reduce": 0.0,
 }
+#: The optional keys of data+tensor+pipeline's GEMMs by shape and pipeline sends (docs/model.md §16).
+GEMM_AND_SEND_KEYS = (
+    "gpu_sms",
+    "gemm_tile_m",
+    "gemm_tile_n",
+    "scatter_gather",
+    "attention",
+    "gpu_flops_fp8",
+    "overlap_grad_reduce",
+)
 #: Parameters that must be > 0 (the rest: wu_passes, optimizer_states, mem_passes,
 #: op_latency_s, eltwise_traffic >= 0; efficiency in (0, 1]).
 POSITIVE = {
+    "gemm_tile_m",
+    "gemm_tile_n",
     "gpu_flops",
     "gpu_mem_bytes",
     "gpu_mem_bw_Bps",
@@ -113,6 +133,12 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
         ):
             return float(value)
         raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=key))
+    if name == "attention":
+        if value in ATTENTIONS:
+            return float(ATTENTIONS[value])
+        if isinstance(value, int | float) and not isinstance(value, bool) and value in ATTENTIONS.values():
+            return float(value)
+        raise InputError(f"must be one of {', '.join(ATTENTIONS)}", where(origin, key=key))
     if name == "memory_model":
         if value in MEMORY_MODELS:
             return float(MEMORY_MODELS[value])
@@ -123,13 +149,26 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
     if name in POSITIVE and value <= 0:
         raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
     if (
-        name in ("wu_passes", "optimizer_states", "mem_passes", "op_latency_s", "eltwise_traffic")
+        name
+        in (
+            "wu_passes",
+            "optimizer_states",
+            "mem_passes",
+            "op_latency_s",
+            "eltwise_traffic",
+            "gpu_sms",
+            "gpu_flops_fp8",
+        )
         and value < 0
     ):
         raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
+    if name in ("scatter_gather", "overlap_grad_reduce") and value not in (0.0, 1.0):
+        raise InputError(f"must be 0 or 1, got {value:g}", where(origin, key=key))
     if (name == "efficiency" or name in KIND_EFFICIENCY_PARAMS) and not 0 < value <= 1:
         raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
-    if name in ("gpus_per_node", "nics_per_node") and value != int(value):
+    if name in ("gpus_per_node", "nics_per_node", "gpu_sms", "gemm_tile_m", "gemm_tile_n") and value != int(
+        value
+    ):
         raise InputError(f"must be a whole number, got {value:g}", where(origin, key=key))
     if warn:
         warn_implausible(name, [value], origin, key)
@@ -204,6 +243,7 @@ class MachineProfile:
             mem_passes=np.asarray(optional["mem_passes"], dtype=dtype),
             op_latency_s=np.asarray(optional["op_latency_s"], dtype=dtype),
             eltwise_traffic=np.asarray(optional["eltwise_traffic"], dtype=dtype),
+            **{k: np.asarray(optional[k], dtype=dtype) for k in GEMM_AND_SEND_KEYS},
             kind_efficiency=np.asarray([optional[k] for k in KIND_EFFICIENCY_PARAMS], dtype=dtype),
             inter_span_nodes=np.asarray(self.inter_span_nodes, dtype=dtype),
             inter_alpha_s=np.asarray(self.inter_alpha_s, dtype=dtype),

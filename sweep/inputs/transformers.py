@@ -56,6 +56,10 @@ GPT3: dict[str, tuple[int, int, int, int]] = {
     "gpt3-175b": (96, 12288, 96, 2048),
 }
 SOURCE = "Brown et al. 2020, Language Models are Few-Shot Learners, Table 2.1"
+#: The most blocks a GPT may have: the pipeline tables hold a row per stage count up to the blocks,
+#: and their min-max partitions grow as blocks^2 (docs/model.md §16). Published GPTs have at most
+#: a few hundred blocks (GPT-3 175B 96, Megatron's 1T 128).
+MAX_BLOCKS = 1_024
 
 
 def is_gpt(name: str) -> bool:
@@ -88,6 +92,8 @@ def gpt(
         raise InputError(f"model '{name}': layers, hidden, heads, sequence and vocabulary must be >= 1")
     if hidden % heads:
         raise InputError(f"model '{name}': {heads} heads do not divide hidden size {hidden}")
+    if layers > MAX_BLOCKS:
+        raise InputError(f"model '{name}': {layers:,} blocks, more than the {MAX_BLOCKS:,} a GPT may have")
     hs = (hidden, seq)
     out = [Layer("embed", "embedding", (1, seq), (vocab + seq, hidden, 1), hs)]
     for i in range(layers):

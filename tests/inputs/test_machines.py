@@ -93,6 +93,14 @@ def test_abci_matches_spec_section_3():
         "intra_bandwidth_Bps": 50e9,
         "op_latency_s": 0.0,  # data+tensor+pipeline's launch cost, docs/model.md §16: unset, 0
         "eltwise_traffic": 0.0,  # and its memory-bound traffic: unset, 0
+        # its GEMMs by shape (unset: off) and Megatron's scatter/gather sends (default on)
+        "gpu_sms": 0.0,
+        "gemm_tile_m": 128.0,
+        "gemm_tile_n": 128.0,
+        "scatter_gather": 1.0,
+        "attention": 0.0,  # standard (a code of kernels.names.ATTENTIONS)
+        "gpu_flops_fp8": 0.0,  # no FP8 peak
+        "overlap_grad_reduce": 0.0,
     }
     assert profile.inter_span_nodes == (17.0, 34.0, math.inf)
     assert profile.inter_alpha_s == (40.31e-6, 40.49e-6, 40.98e-6)

@@ -127,3 +127,28 @@ def test_shipped_measurements_validate():
     assert not v.warnings
     assert sum(s.n for s in v.summaries[:-1]) == 1481
     assert not any(v.predictions.limit_reason)
+
+
+def test_absurd_gpt_is_one_line_error_before_building():
+    """A GPT of more blocks than the tables hold is refused by name, before any array is built."""
+    with pytest.raises(InputError, match=r"gpt-l100000-h100000-a1000-s100000'.*100,000 blocks"):
+        load_model("gpt-l100000-h100000-a1000-s100000")
+    assert len(load_model("gpt-l1024-h8-a2-s4").layers) == 1 + 1024 * 10 + 2
+
+
+def test_absurd_gpt_through_the_cli():
+    """``sweep estimate`` on it: exit status 2, one ``error:`` line naming the model."""
+    from click.testing import CliRunner
+
+    from sweep.cli.main import cli
+
+    result = CliRunner().invoke(
+        cli,
+        ["estimate", "--model", "gpt-l100000-h100000-a1000-s100000", "--machine", "a100-ib800",
+         "--strategy", "data+tensor+pipeline", "--p", "1024", "--b", "1536", "--tp", "8", "--pp", "16",
+         "--S", "1536"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "gpt-l100000-h100000-a1000-s100000" in lines[0] and "Traceback" not in result.output

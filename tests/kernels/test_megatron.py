@@ -77,29 +77,41 @@ def test_worked_example_tp2_dp2():
     # per iteration; dp: ring of 2 over 2 * 140 bytes: 2(1e-3 + 140 / 1000) = 0.282; times I = 2
     assert float(c.t_allreduce_s) == pytest.approx(2 * (2 * 0.204 + 0.282), rel=1e-12)
     assert float(c.t_p2p_s) == 0
-    # (2 delta + 12) * 140 = 2,240 bytes of weights and optimizer state; activations per sample
-    # (x+y, scores) 346, of which 216 split: 346 - 108 = 238; delta * micro * min(pp, S) * 238 = 952
-    assert float(c.mem_bytes) == pytest.approx(2240 + 952, rel=1e-12)
+    # (2 delta + 12) * 140 = 2,240 bytes of weights and optimizer state; activations per sample in
+    # 16-bit elements: the block's as Korthikanti et al. count them, s h (34 + 5 a s / h) / 2 =
+    # 17 * 8 + 2.5 * 2 * 4 = 156, of which (24 s h + 5 a s^2) / 2 = 116 split; embed x + y = 10;
+    # ln_f 16; out 8 + 16 = 24, its 16 split: 206, 132 split: 206 - 66 = 140;
+    # delta * micro * min(pp, S) * 140 = 560
+    assert float(c.mem_bytes) == pytest.approx(2240 + 560, rel=1e-12)
     assert int(c.limit) == OK
     # ZeRO-1 shards the 12 bytes of optimizer state over dp = 2: (4 + 6) * 140 = 1,400
     z = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, zero=1))
-    assert float(z.mem_bytes) == pytest.approx(1400 + 952, rel=1e-12)
+    assert float(z.mem_bytes) == pytest.approx(1400 + 560, rel=1e-12)
 
 
 def test_worked_example_pp2_dp2():
-    """pp = 2: the min-max partition of the training FLOPs (0, 96, 576, 192, 192, 24, 96, 768 |
-    96, 768, 24, 96, 384) puts embed..up (1,944) on the first stage and gelu..out (1,368) on the
-    second; weights 184 and 72; the boundary is up's output, 16 * 2 = 32 elements per sample.
-    p = 4, pp = 2, dp = 2, b = 4, S = 2, I = 2."""
-    c = TENSOR(tiny(), machine(), cfg(4, 4, 2, pp=2))
-    # D (pp+S-1)/S stage / rate / dp + I wu delta w / bw = 16 * 3/2 * 1.944 / 2 + 2 * 2 * 184 / 1000
-    assert float(c.t_comp_s) == pytest.approx(23.328 + 0.736, rel=1e-12)
-    # 2 I (pp + S - 2) hops of 1e-3 + 2 * 2 * 32 / 1000 = 0.129 s
-    assert float(c.t_p2p_s) == pytest.approx(2 * 2 * 2 * 0.129, rel=1e-12)
-    # dp ring of 2 over 2 * 184 bytes: 2(1e-3 + 0.184) = 0.37 per iteration
-    assert float(c.t_allreduce_s) == pytest.approx(2 * 0.37, rel=1e-12)
-    # 16 * 184 + 2 * 2 * min(2, 2) * 186 (first stage's activations: 10+16+32+40+16+16+16+40)
-    assert float(c.mem_bytes) == pytest.approx(2944 + 1488, rel=1e-12)
+    """pp = 2 on a GPT of two blocks (hidden 4, 2 heads, sequence 2, vocabulary 8): stages are cut
+    between blocks only (docs/model.md §16). Training FLOPs per block: ln1 96, qkv 576, attention
+    192, proj 192, add 24, ln2 96, up 768, gelu 96, down 768, add 24 = 2,832; embed 0, ln_f 96,
+    out 384. Stages {embed, block 0} = 2,832 and {block 1, ln_f, out} = 3,312. Weights: embed
+    (8 + 2) * 4 = 40, a block 8 + 48 + 16 + 8 + 64 + 64 = 208, ln_f 8, out 0 (tied): 248 and 216.
+    The boundary is block 0's last add, 4 * 2 = 8 elements per sample.
+    p = 4, pp = 2, dp = 2, b = 4, S = 2 (micro-batch 2), D = 16: B = 8, I = 2."""
+    net = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
+    c = TENSOR(net, machine(), cfg(4, 4, 2, pp=2))
+    # D/dp (S+pp-1)/S stage / rate + I wu delta w / bw = 8 * 3/2 * 3.312 + 2 * 2 * 248 / 1000
+    assert float(c.t_comp_s) == pytest.approx(39.744 + 0.992, rel=1e-12)
+    # 2 I (pp + S - 2) hops of 1e-3 + 2 * 2 * 8 / 1000 = 0.033 s
+    assert float(c.t_p2p_s) == pytest.approx(2 * 2 * 2 * 0.033, rel=1e-12)
+    # dp ring of 2 over 2 * 248 bytes: 2(1e-3 + 0.248) = 0.498 per iteration
+    assert float(c.t_allreduce_s) == pytest.approx(2 * 0.498, rel=1e-12)
+    # activations per sample (16-bit elements): embed x + y = 10, a block (17 s h + 2.5 a s^2 =
+    # 136 + 20) 156, ln_f 16, out 8 + 16: stages 166 and 196. (2 delta + 12) * 248 +
+    # delta * micro * min(pp, S) * 196
+    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 196, rel=1e-12)
+    assert int(c.limit) == OK
+    # the tiny GPT of one block has one stage only
+    assert int(TENSOR(tiny(), machine(), cfg(4, 4, 2, pp=2)).limit) == MAX_P
 
 
 def test_recompute_adds_forward_work():
@@ -111,9 +123,9 @@ def test_recompute_adds_forward_work():
     # 8 samples per GPU-replica per epoch (D/dp) * 64/2 FLOPs / 1000 FLOP/s
     assert float(sel.t_comp_s) - float(base.t_comp_s) == pytest.approx(8 * 32 / 1e3, rel=1e-12)
     assert float(sel.mem_bytes) < float(base.mem_bytes)
-    # full keeps each block's input (8 per sample here) plus one block's working set: with one
-    # block that is all of it, 2 * 2 * (8 + 238) = 984 bytes of activations
-    assert float(full.mem_bytes) == pytest.approx(2240 + 984, rel=1e-12)
+    # full keeps each block's input (8 per sample here) plus one block's activations while it is
+    # recomputed (Korthikanti's 156, 116 split: 98 at tp = 2): 2 * 2 * (8 + 98) = 424 bytes
+    assert float(full.mem_bytes) == pytest.approx(2240 + 424, rel=1e-12)
     deep = [TENSOR(GPT, machine(), cfg(8, 8, 8, tp=2, pp=2, recompute=r)) for r in (0, 1, 2)]
     assert float(deep[2].mem_bytes) < float(deep[1].mem_bytes) < float(deep[0].mem_bytes)
 
@@ -123,8 +135,8 @@ def test_op_latency_per_micro_batch():
     micro-batch (transformer.OPS_PER_KIND, forward + backward): embed 4 + 3, attention 5 + 7, the
     other 11 layers (ln1, qkv, proj, add1, ln2, up, gelu, down, add2, ln_f, out) 1 + 2 each:
     7 + 12 + 33 = 52. Selective recomputes the attention's 5 forward ops: 57; full every layer's
-    forward again, 4 + 5 + 11 = 20 more: 72. With pp = 2 the busier stage is embed..up:
-    7 + 3 + 3 + 12 + 3 + 3 + 3 + 3 = 37."""
+    forward again, 4 + 5 + 11 = 20 more: 72. With pp = 2 on two blocks (a block: 12 + 9 * 3 = 39)
+    the busier stage is embed and block 0: 7 + 39 = 46 (block 1, ln_f and out: 45)."""
     lam = machine(op_latency_s=1e-3)
     for r, ops in ((0, 52), (1, 57), (2, 72)):
         base = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r))
@@ -134,9 +146,10 @@ def test_op_latency_per_micro_batch():
         assert float(c.t_allreduce_s) == float(base.t_allreduce_s)
     # the worked example's 15.152 s plus 2 * 2 * 52 ms
     assert float(TENSOR(tiny(), lam, cfg(4, 4, 2, tp=2)).t_comp_s) == pytest.approx(15.36, rel=1e-12)
-    # pp = 2, S = 2: I = 2, S + pp - 1 = 3: 2 * 3 * 37 ms on top of 23.328 + 0.736
-    c = TENSOR(tiny(), lam, cfg(4, 4, 2, pp=2))
-    assert float(c.t_comp_s) == pytest.approx(24.064 + 0.222, rel=1e-12)
+    # pp = 2, S = 2: I = 2, S + pp - 1 = 3: 2 * 3 * 46 ms on top of the pp = 2 example's 40.736 s
+    two = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
+    c = TENSOR(two, lam, cfg(4, 4, 2, pp=2))
+    assert float(c.t_comp_s) == pytest.approx(40.736 + 0.276, rel=1e-12)
 
 
 def test_memory_bound_traffic():
@@ -233,6 +246,8 @@ def test_dp_tp_1_is_pipeline(kind, pp, S, k, gpn):
         (8, 4, 2, 8, 1, MAX_P),  # tp = 8 does not divide the 4 heads
         (8, 4, 3, 2, 2, BATCH),  # S = 3 does not divide b = 4
         (8, 4, 4, 2, 2, OK),
+        (8, 4, 4, 1, 8, MAX_P),  # pp = 8 exceeds the 4 blocks (40 layer entries)
+        (8, 4, 4, 2, 4, OK),
     ],
 )
 def test_misfits_are_infeasible(p, b, S, tp, pp, reason):
@@ -247,3 +262,98 @@ def test_evaluation_cost_does_not_grow_with_the_network():
     big = kernels.build_net(to_arrays(gpt("g", 24, 64, 4, 32, vocab=100)), 10_000)
     for table in (GPT.transformer, big.transformer):
         assert table.flops.shape[2] <= 6 and table.act.shape[2] <= 6 and table.w.shape[1] <= 6
+
+
+def test_scatter_gather_sends():
+    """scatter_gather (docs/model.md §16) on the two-block GPT, tp = 2, pp = 2, dp = 1, b = 4, S = 2:
+    the boundary is 8 elements per sample, 2 * 2 * 8 = 32 bytes per micro-batch; I = 16 / 4 = 4,
+    2 I (pp + S - 2) = 16 hops. Nodes of 2 GPUs with one NIC: the two GPUs of a node send at once
+    (NIC bandwidth halved). Whole: 1e-3 + 32 * 2 / 1000 = 0.065 per hop. Scattered: 1e-3 + 16 * 2
+    / 1000 = 0.033 over the NIC, then an all-gather of 32 bytes over the tp pair on the intra link,
+    (2 - 1)(1e-3 + 16 / 1000) = 0.017: 0.05 per hop."""
+    two = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
+    on = TENSOR(two, machine(gpus_per_node=2.0), cfg(4, 4, 2, tp=2, pp=2))
+    off = TENSOR(two, machine(gpus_per_node=2.0, scatter_gather=0.0), cfg(4, 4, 2, tp=2, pp=2))
+    assert float(off.t_p2p_s) == pytest.approx(16 * 0.065, rel=1e-12)
+    assert float(on.t_p2p_s) == pytest.approx(16 * 0.05, rel=1e-12)
+    # tp = 1: nothing to scatter, the whole boundary either way
+    one = [TENSOR(two, machine(gpus_per_node=2.0, scatter_gather=v), cfg(4, 4, 2, pp=2)) for v in (0.0, 1.0)]
+    assert float(one[0].t_p2p_s) == float(one[1].t_p2p_s)
+
+
+def test_gemms_by_shape_at_unit_tiles_are_the_plain_rate():
+    """gpu_sms > 0 times the linear layers and attention cores by their GEMMs' shapes; with one SM,
+    1 x 1 tiles and an unbounded memory bandwidth every GEMM takes its FLOPs at the plain rate, so
+    the compute is the worked example's 15.152 s (docs/model.md §16)."""
+    m = machine(gpu_sms=1.0, gemm_tile_m=1.0, gemm_tile_n=1.0, gpu_mem_bw_Bps=1e30)
+    c = TENSOR(tiny(), m, cfg(4, 4, 2, tp=2))
+    assert float(c.t_comp_s) == pytest.approx(
+        14.592, rel=1e-12
+    )  # the update's 0.56 s is gone with the bandwidth
+    # with 3 x 3 tiles the GEMMs of 4 rows (2 samples of 2 positions) waste a third of a tile: slower
+    tiles = machine(gpu_sms=1.0, gemm_tile_m=3.0, gemm_tile_n=3.0, gpu_mem_bw_Bps=1e30)
+    assert float(TENSOR(tiny(), tiles, cfg(4, 4, 2, tp=2)).t_comp_s) > 14.592
+
+
+FOUR = kernels.build_net(to_arrays(gpt("tiny4", 4, 4, 2, 2, vocab=8)), 16)
+
+
+def cfg7(p, b, S, tp=1, pp=1, recompute=0, vp=1, sp=0):
+    return kernels.Config(*(f64(v) for v in (p, b, 1, S, tp, pp, recompute, 0, vp, sp, 0)))
+
+
+def test_interleaved_schedule():
+    """vp = 2 chunks per GPU (docs/model.md §16): the bubble (pp - 1)/(vp S), so with pp = 2, S = 2
+    the compute's factor (S + (pp - 1)/vp)/S = 1.25 instead of 1.5; vp times the messages; the
+    first stage's in-flight activations (1 + (pp - 1)/(pp vp)) = 1.25 times."""
+    m = machine()
+    plain, inter = TENSOR(FOUR, m, cfg7(2, 4, 2, pp=2)), TENSOR(FOUR, m, cfg7(2, 4, 2, pp=2, vp=2))
+    # compute without the weight update (an unbounded memory bandwidth), which has no bubble
+    base = TENSOR(FOUR, m._replace(gpu_mem_bw_Bps=f64(1e30)), cfg7(2, 4, 2, pp=2))
+    fast = TENSOR(FOUR, m._replace(gpu_mem_bw_Bps=f64(1e30)), cfg7(2, 4, 2, pp=2, vp=2))
+    assert float(fast.t_comp_s) == pytest.approx(float(base.t_comp_s) * 1.25 / 1.5, rel=1e-12)
+    assert float(inter.t_p2p_s) == pytest.approx(2 * float(plain.t_p2p_s), rel=1e-12)
+    assert int(inter.limit) == OK
+    # S = 3 is not a multiple of pp = 2: batch; 4 blocks are not 2 stages of 3 chunks: max_p
+    assert int(TENSOR(FOUR, m, cfg7(2, 6, 3, pp=2, vp=2)).limit) == BATCH
+    assert int(TENSOR(FOUR, m, cfg7(2, 4, 2, pp=2, vp=3)).limit) == MAX_P
+
+
+def test_sequence_parallel_splits_every_activation():
+    """sp = 1 with tp = 2 (docs/model.md §16): the worked example's activations all split, 206 / 2
+    = 103 per sample instead of 140: 2 * 2 * 103 = 412 bytes with the 2,240 of weights; the
+    tensor-parallel allreduces become reduce-scatters and all-gathers of the same time."""
+    c = TENSOR(tiny(), machine(), cfg7(4, 4, 2, tp=2, sp=1))
+    assert float(c.mem_bytes) == pytest.approx(2240 + 412, rel=1e-12)
+    plain = TENSOR(tiny(), machine(), cfg7(4, 4, 2, tp=2))
+    assert float(c.t_allreduce_s) == float(plain.t_allreduce_s)
+    # compute: every layer's FLOPs split, 3,312 / 2 = 1,656 per sample: 8 * 1.656 + 0.56
+    assert float(c.t_comp_s) == pytest.approx(8 * 1.656 + 0.56, rel=1e-12)
+
+
+def test_flash_attention_keeps_no_scores():
+    """attention = flash: the none mode keeps no a s^2 scores, as selective recomputation (the
+    worked example: 206 - 20 = 186 per sample, 132 - 20 = 112 split: 186 - 56 = 130)."""
+    c = TENSOR(tiny(), machine(attention=1.0), cfg(4, 4, 2, tp=2))
+    assert float(c.mem_bytes) == pytest.approx(2240 + 2 * 2 * 130, rel=1e-12)
+
+
+def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
+    """precision = fp8 on a GPU of 2,000 FP8 FLOP/s (twice its 16-bit 1,000): the worked example's
+    linear layers (qkv 576, proj 192, up 768, down 768, out 384 training FLOPs per sample, all
+    split: 2,688 / 2 = 1,344 at tp = 2) take half as long: 8 * 0.672 s less; an 8-bit copy of
+    each of the 140 weights, 140 bytes more. Without an FP8 peak: max_p."""
+    c16 = TENSOR(tiny(), machine(gpu_flops_fp8=2e3), cfg(4, 4, 2, tp=2))
+    c8 = TENSOR(tiny(), machine(gpu_flops_fp8=2e3), cfg(4, 4, 2, tp=2)._replace(precision=f64(1)))
+    assert float(c16.t_comp_s) - float(c8.t_comp_s) == pytest.approx(8 * 0.672, rel=1e-12)
+    assert float(c8.mem_bytes) - float(c16.mem_bytes) == pytest.approx(140, rel=1e-12)
+    none = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2)._replace(precision=f64(1)))
+    assert int(none.limit) == MAX_P
+
+
+def test_overlapped_gradient_allreduce():
+    """overlap_grad_reduce = 1: the dp allreduce (the worked example's 0.282 s per iteration) hides
+    behind the last micro-batch's backward pass, 2/3 of 2 samples * 1.824 s = 2.432 s: nothing is
+    exposed; the tp allreduces stay (2 * 2 * 0.204)."""
+    c = TENSOR(tiny(), machine(overlap_grad_reduce=1.0), cfg(4, 4, 2, tp=2))
+    assert float(c.t_allreduce_s) == pytest.approx(2 * 2 * 0.204, rel=1e-12)

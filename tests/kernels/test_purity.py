@@ -41,3 +41,30 @@ def test_the_checker_sees_forbidden_imports(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import os\nfrom click import echo\nfrom . import sibling\nimport jax.numpy as jnp\n")
     assert imported_roots(bad) == {"os", "click", "kernels", "jax"}
+
+
+def kernels_imports(path: Path) -> set[str]:
+    """The ``kernels`` modules a file imports at module level or inside functions."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "kernels":
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "kernels"}
+    return found
+
+
+def test_kernels_have_no_import_cycle():
+    """STYLE "Layers you can see": no kernels module imports itself back through others (the
+    package's lazy ``__init__`` aside)."""
+    root = SOURCES[0].parent
+    name = lambda p: ".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")  # noqa: E731
+    graph = {name(p): kernels_imports(p) - {"kernels"} for p in SOURCES if p.name != "__init__.py"}
+    graph = {k: {m for m in v if m in graph} for k, v in graph.items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(nxt == goal or reaches(nxt, goal, seen | {nxt}) for nxt in graph[start] - seen)
+
+    cycles = [m for m in graph if reaches(m, m, set())]
+    assert not cycles, cycles
+    assert "kernels.network" not in graph["kernels.transformer"]

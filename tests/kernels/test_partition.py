@@ -1,0 +1,65 @@
+"""Pipeline stages (kernels/partition.py, docs/model.md §10.4, §16): a transformer is cut between
+its blocks only, so pp is at most the blocks; other networks between layers."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kernels
+from kernels import partition
+from kernels.names import KINDS
+from sweep.inputs.layers import to_arrays
+from sweep.inputs.transformers import gpt
+
+
+def names_of(model) -> np.ndarray:
+    return np.array(KINDS)[to_arrays(model).kind]
+
+
+def test_gpt_blocks_start_at_their_first_layernorm():
+    # embed, then 10 layers per block (ln1 first), then ln_f and out: blocks 1 and 2 begin at
+    # 1 + 10 = 11 and 21
+    np.testing.assert_array_equal(partition.block_starts(names_of(gpt("g", 3, 8, 2, 4, vocab=10))), [11, 21])
+    # without layernorms, a block begins at its attention
+    names = np.array(["linear", "attention", "linear", "attention", "linear"])
+    np.testing.assert_array_equal(partition.block_starts(names), [3])
+    assert partition.block_starts(np.array(["conv", "relu", "fc"])).size == 0
+
+
+def test_gpt_stages_are_whole_blocks():
+    """GPT of 4 blocks, h = 8, s = 4, V = 10. Training FLOPs of a block: 3 s (24 h^2 + 4 s h + 8 h
+    + 2 h + 4 h) = 12 (1,536 + 128 + 112) = 21,312; the tail (ln_f, out) 3 s (4 h + 2 h V) =
+    12 * 192 = 2,304 (embed 0). Units 21,312 x 3 and 23,616 (87,552 in all): pp = 2 puts two
+    blocks on each stage (42,624 | 44,928); pp = 3: t* = 42,624 (2 | 1 | 1 blocks: 42,624,
+    21,312, 23,616); pp = 4 one block each, the last with the tail: 23,616."""
+    model = gpt("g", 4, 8, 2, 4, vocab=10)
+    names = names_of(model)
+    net = kernels.build_net(to_arrays(model), 100)
+    stages = partition.stage_partitions(names, np.ones(len(names)))
+    assert len(stages.parts) == 4 and float(net.n_stages) == 4
+    np.testing.assert_array_equal(net.pipeline.flops_max, [0, 87_552, 44_928, 42_624, 23_616])
+    assert stages.layer_starts(2) == [0, 21]
+    assert float(net.n_layers) == 1 + 40 + 2
+
+
+def test_cnn_stages_are_layers(small_net):
+    assert float(small_net.n_stages) == float(small_net.n_layers) == 3
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(1, 6), st.integers(1, 6))
+def test_stage_sums_equal_layer_sums(blocks, pp):
+    """Per-stage sums of per-block sums are the per-layer sums over the stage, to the last bit
+    (integer FLOPs), and every stage holds whole blocks."""
+    model = gpt("g", blocks, 8, 2, 4, vocab=10)
+    names = names_of(model)
+    flops = 3.0 * kernels.network.forward_flops(
+        to_arrays(model).kind, *(to_arrays(model)[i] for i in (1, 2, 3))
+    )
+    stages = partition.stage_partitions(names, flops)
+    pp = min(pp, blocks)
+    starts = stages.layer_starts(pp)
+    assert set(starts[1:]) <= set(partition.block_starts(names).tolist())
+    np.testing.assert_array_equal(stages.sums(stages.per_unit(flops), pp), np.add.reduceat(flops, starts))
