@@ -258,6 +258,7 @@ def run(
     confirm: bool = False,
     progress: Callable[[int, int, float], None] | None = None,
     interval: float | None = None,
+    space_check: bool = True,
 ) -> RunSummary:
     """Run a sweep into a Parquet dataset folder (``sweep run``); returns the run's summary.
 
@@ -267,7 +268,9 @@ def run(
     need ``confirm=True`` (``--yes``). ``progress(done, total, seconds)`` is called as
     chunks finish. :meth:`RunSummary.lines` gives the command's report. ``interval`` (a level in
     (0, 1), e.g. 0.8; the machines must be calibrated) adds ``t_epoch_s_lo`` and ``t_epoch_s_hi``
-    to every written row, once the run is complete (:mod:`sweep.trust.annotate`).
+    to every written row, once the run is complete (:mod:`sweep.trust.annotate`). A run that
+    writes every row first checks that its folder's disk has the space ``sweep plan`` estimates,
+    unless ``space_check`` is false (``--no-space-check``).
 
     >>> summary = sweep.run("grids/sweeps/codesign-resnet50-1024.toml", "outputs/cd",
     ...                     keep="pareto:t_epoch_s,p", overwrite=True)
@@ -299,6 +302,7 @@ def run(
         overwrite=overwrite,
         shard=parts if isinstance(parts, Shard) else None,
         dask=dask,
+        space_check=space_check,
     )
     if interval is not None:  # before anything is written
         from sweep.trust import annotate

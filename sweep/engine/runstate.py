@@ -88,6 +88,9 @@ class RunOptions:
     dask: Any = None
     #: Called on the Dask worker as ``hook(job, chunk)`` before each chunk (tests kill workers with it).
     task_hook: Callable[[int, int], None] | None = None
+    #: Whether a run that writes every row first checks the free space against its estimate
+    #: (:func:`sweep.engine.run.check_free_space`; ``--no-space-check`` turns it off).
+    space_check: bool = True
     #: Whether ``chunk`` was given rather than left to the default.
     chunk_given: bool = field(init=False, default=False)
 
