@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -288,7 +289,9 @@ def run(
     parts = parse_shard(shard) if isinstance(shard, str) else shard
     if isinstance(dask, str) and not dask.strip():
         raise InputError("--dask needs a scheduler address or local:N")
+    began = time.perf_counter()
     the_plan = plan(spec)
+    prepare_s = time.perf_counter() - began
     if the_plan.size > CONFIRM_POINTS and not confirm:
         raise InputError(f"{the_plan.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
     opts = RunOptions(
@@ -310,6 +313,7 @@ def run(
         annotate.check(the_plan, interval, opts.columns, opts.shard is not None)
     with backend.computation(x64=x64):
         summary = run_sweep(the_plan, opts, progress)
+    summary.prepare_s = prepare_s
     if interval is not None:
         with backend.computation(x64=True):
             annotate.annotate(summary.folder, the_plan, interval)
