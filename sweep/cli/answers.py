@@ -212,7 +212,9 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
 @click.option("--b", "b_text", metavar="LIST", help="Samples per replica to choose from, e.g. 16,32,64.")
 @click.option("--B", "B_text", metavar="LIST", help="Or: fixed global batch(es); b = B / replicas.")
 @click.option("--p2", "p2_text", metavar="LIST", help="Group sizes of the hybrids [gpus_per_node].")
-@click.option("--S", "S_text", metavar="LIST", help="Pipeline micro-batches [p].")
+@click.option(
+    "--S", "S_text", metavar="LIST", help="Micro-batches [p for pipeline, 1 for data+tensor+pipeline]."
+)
 @click.option("--range", "range_text", metavar="LO:HI", help="Search range [value/64 : value*64].")
 @click.option("--grid", type=int, default=4096, show_default=True, help="Dense grid size before bisection.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
@@ -278,7 +280,7 @@ def _range(text: str | None) -> tuple[float, float] | None:
 @click.option("--p", "p", type=int, help="Total number of GPUs.")
 @click.option("--b", "b", type=int, help="Samples per data-parallel replica.")
 @click.option("--p2", "p2", type=int, help="GPUs per group of the hybrids [gpus_per_node].")
-@click.option("--S", "S", type=int, help="Pipeline micro-batches [p].")
+@click.option("--S", "S", type=int, help="Micro-batches [p for pipeline, 1 for data+tensor+pipeline].")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
 @click.option("--of", "metric", default="t_epoch_s", show_default=True, help="Column to differentiate.")
 @_where_option

@@ -53,7 +53,7 @@ def estimate(
     Example:
       sweep estimate --model resnet50 --machine abci --strategy data+filter \\
           --p 1024 --b 32 --set inter_bandwidth_Bps=25e9
-      sweep estimate --model gpt3-175b --machine a100-ib800 --strategy data+tensor+pipeline \
+      sweep estimate --model gpt3-175b --machine a100-ib800 --strategy data+tensor+pipeline \\
           --p 1024 --b 64 --tp 8 --pp 16 --S 64 --recompute full
     """
     from sweep import api
