@@ -14,8 +14,9 @@ Conventions of the documents (docs/contributing.md#executed-documentation):
   needs a cluster); the reason says why.
 * ``$ NAME="VALUE"`` sets a shell variable; ``$NAME`` in later commands of the same
   document expands to it.
-* ``outputs/NAME`` in a command, when no earlier command of the document wrote it, is the
-  output of ``sweep run NAME`` (a shipped spec), run once per test session.
+* ``outputs/NAME`` in a command or a Python example, when no earlier command of the document
+  wrote it and NAME is a shipped spec, is the output of ``sweep run NAME``, run once per test
+  session.
 
 ``python -m tests.docs --update`` rewrites every block's output from the program, keeping the
 lines that hold ``...`` where they still match.
@@ -346,7 +347,7 @@ def run_doctest(session: DocSession, line: int, source: str) -> str:
 
     for name in OUTPUT_PATH.findall(source):
         link = session.workdir / "outputs" / name
-        if not (link.exists() or link.is_symlink()):
+        if (ROOT / "grids" / "sweeps" / f"{name}.toml").is_file() and not (link.exists() or link.is_symlink()):
             link.symlink_to(session.cache.get(name), target_is_directory=True)
     test = doctest.DocTestParser().get_doctest(source, {}, session.path, session.path, line)
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

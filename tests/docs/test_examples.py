@@ -63,10 +63,11 @@ def test_python_example(example, doc_sessions):
 
 
 def test_every_document_has_its_blocks_parsed():
-    """The harness sees the blocks: README.md's first example, and every fence it counts."""
+    """The harness sees the blocks: README.md's first examples, and every fence it counts."""
     readme = (runner.ROOT / "README.md").read_text()
     blocks = runner.parse("README.md", readme)
-    assert blocks[0].commands[0].text.startswith("sweep estimate --model resnet50")
+    assert blocks[0].commands[0].text == "sweep run paper-resnet50-vgg16"
+    assert blocks[1].commands[0].text.startswith("sweep estimate --model resnet50")
     for path in runner.DOCUMENTS:
         text = (runner.ROOT / path).read_text()
         assert len(runner.parse(path, text)) == text.count("```console")
