@@ -117,7 +117,9 @@ def _line_pattern(line: str) -> str:
 
 def matches(expected: list[str], actual: list[str]) -> bool:
     """Whether the output lines match the shown lines, under the ``...`` conventions."""
-    parts = [r"(?:[^\n]*\n)*?" if line.strip() == ELLIPSIS else _line_pattern(line) + r"\n" for line in expected]
+    parts = [
+        r"(?:[^\n]*\n)*?" if line.strip() == ELLIPSIS else _line_pattern(line) + r"\n" for line in expected
+    ]
     text = "".join(line + "\n" for line in actual)
     return re.fullmatch("".join(parts), text) is not None
 
@@ -347,7 +349,9 @@ def run_doctest(session: DocSession, line: int, source: str) -> str:
 
     for name in OUTPUT_PATH.findall(source):
         link = session.workdir / "outputs" / name
-        if (ROOT / "grids" / "sweeps" / f"{name}.toml").is_file() and not (link.exists() or link.is_symlink()):
+        if (ROOT / "grids" / "sweeps" / f"{name}.toml").is_file() and not (
+            link.exists() or link.is_symlink()
+        ):
             link.symlink_to(session.cache.get(name), target_is_directory=True)
     test = doctest.DocTestParser().get_doctest(source, {}, session.path, session.path, line)
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -356,3 +360,52 @@ def run_doctest(session: DocSession, line: int, source: str) -> str:
         warnings.simplefilter("always")
         doctest.DocTestRunner(optionflags=flags).run(test, out=report.write)
     return report.getvalue()
+
+
+def shell_commands(path: str, text: str) -> list[tuple[int, str]]:
+    """The ``sweep ...`` commands of a document's ```` ```bash ```` blocks (not executed: they
+    name files a reader has, or take long), with their 1-based line, continuations joined and
+    comments dropped."""
+    out, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        if lines[i].strip() != "```bash":
+            i += 1
+            continue
+        i += 1
+        while i < len(lines) and lines[i].strip() != "```":
+            start, line = i, lines[i]
+            while line.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line.rstrip()[:-1] + " " + lines[i].strip()
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            segment: list[str] = []
+            for token in [*lexer, ";"]:
+                if token in ("&&", "||", ";", "|", "&"):
+                    while segment and ASSIGN.match(segment[0]):
+                        segment.pop(0)  # VAR=value before a command
+                    if segment and segment[0] == "sweep":
+                        out.append((start + 1, shlex.join(segment)))
+                    segment = []
+                else:
+                    segment.append(token)
+            i += 1
+        i += 1
+    return out
+
+
+def parse_only(command: str) -> str | None:
+    """Parse ``sweep ...`` as the command line would, without running it: None when click
+    accepts every option and argument, else its error."""
+    import click
+
+    from sweep.cli.main import cli
+
+    name, *rest = shlex.split(command)[1:]
+    if name not in cli.commands:
+        return f"no command '{name}'"
+    try:
+        cli.commands[name].make_context(name, rest, parent=click.Context(cli, info_name="sweep"))
+    except click.ClickException as err:
+        return err.format_message()
+    return None

@@ -92,3 +92,29 @@ def test_rewrite_replaces_only_outputs():
     assert runner.rewrite("x.md", text, results) == (
         "intro\n```console\n$ sweep a \\\n    --b\nnew 0\n$ sweep c\nnew 1\n```\nafter\n"
     )
+
+
+SHELL = [
+    (p, line, c)
+    for p in runner.DOCUMENTS
+    for line, c in runner.shell_commands(p, (runner.ROOT / p).read_text())
+]
+
+
+@pytest.mark.parametrize("shell", SHELL, ids=[f"{p}:{line}" for p, line, _ in SHELL])
+def test_shell_example_parses(shell):
+    """The ``sweep`` commands of ```bash blocks are not run (they name a reader's files or take
+    minutes), but each must still parse: every option and argument a command has now."""
+    path, line, command = shell
+    assert runner.parse_only(command) is None, f"{path}:{line}: {command}: {runner.parse_only(command)}"
+
+
+def test_parse_only_catches_a_renamed_option():
+    assert runner.parse_only("sweep run my.toml --keep pareto:t_epoch_s,p") is None
+    assert "--only-feasable" in runner.parse_only("sweep run my.toml --only-feasable")
+    assert runner.shell_commands(
+        "x.md", "```bash\nA=1 sweep plan x && sweep run x \\\n  --resume  # c\n```\n"
+    ) == [
+        (2, "sweep plan x"),
+        (2, "sweep run x --resume"),
+    ]
