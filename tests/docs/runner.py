@@ -126,35 +126,15 @@ def matches(expected: list[str], actual: list[str]) -> bool:
 
 def updated(expected: list[str], actual: list[str]) -> list[str]:
     """The lines to show for ``actual``: ``expected`` itself where it still matches; else
-    ``actual`` with each line that matches a shown ``...`` line replaced by that line, and
-    the lines a shown lone ``...`` stood for left out again where its neighbours still show."""
+    ``actual``, with each line that matches a shown line holding ``...`` replaced by that line.
+    Lines a lone ``...`` left out show again, for the writer to leave out anew."""
     if matches(expected, actual):
         return expected
     templates = [line for line in expected if ELLIPSIS in line and line.strip() != ELLIPSIS]
     out = []
     for line in actual:
-        for template in templates:
-            if re.fullmatch(_line_pattern(template), line):
-                line = template
-                break
-        out.append(line)
-    if not any(line.strip() == ELLIPSIS for line in expected):
-        return out
-    # lone "...": keep the shown lines that still appear, in order, and elide the rest between them
-    shown = [line for line in expected if line.strip() != ELLIPSIS]
-    kept, pos = [], 0
-    for line in expected:
-        if line.strip() == ELLIPSIS:
-            kept.append(line)
-            continue
-        try:
-            pos = out.index(line, pos) + 1
-        except ValueError:
-            return out  # a shown line changed: show everything, for the writer to trim again
-        kept.append(line)
-    if len(shown) == 0:
-        return out
-    return kept if matches(kept, actual) else out
+        out.append(next((t for t in templates if re.fullmatch(_line_pattern(t), line)), line))
+    return out
 
 
 @dataclass

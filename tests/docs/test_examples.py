@@ -84,6 +84,7 @@ def test_ellipsis_conventions():
     # an update keeps a shown '...' line that still matches and rewrites what changed
     assert runner.updated(["t ... s", "n 1"], ["t 9 s", "n 2"]) == ["t ... s", "n 2"]
     assert runner.updated(["...", "answer 1", "..."], ["q", "answer 1", "r"]) == ["...", "answer 1", "..."]
+    assert runner.updated(["...", "answer 1"], ["q", "answer 2"]) == ["q", "answer 2"]
 
 
 def test_rewrite_replaces_only_outputs():
