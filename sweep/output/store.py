@@ -43,6 +43,7 @@ from kernels.names import LIMITS
 from sweep.errors import InputError
 from sweep.output import arrays
 from sweep.output.manifest import Manifest
+from sweep.output.ownership import check_own
 
 MANIFEST = "_manifest.parquet"
 #: The key of the manifest's JSON in the manifest file's key-value metadata.
@@ -502,30 +503,6 @@ def shard_manifests(folder: Path) -> dict[tuple[int, int], Path]:
     return out
 
 
-#: The names a run writes in its folder (:func:`part_name`, :func:`manifest_name`,
-#: :func:`state_name`, :func:`spill_name`, :func:`temporary`, and an earlier version's manifests).
-OWN_FILE = re.compile(r"part-.*\.parquet|_manifest.*\.(parquet|json)|_(keep|spill)-.*\.parquet|\..*\.tmp")
-
-
-def foreign_files(folder: Path) -> list[str]:
-    """The entries of ``folder`` a run did not write, sorted: a folder holding any is not a
-    sweep's, and writing into it would leave a folder no Arrow reader takes as one dataset."""
-    return sorted(p.name for p in folder.iterdir() if not (p.is_file() and OWN_FILE.fullmatch(p.name)))
-
-
-def _check_own(folder: Path) -> None:
-    """Refuse an output folder that holds anything but a sweep's files (README.md#errors)."""
-    if not folder.is_dir():
-        return
-    others = foreign_files(folder)
-    if others:
-        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        raise InputError(
-            f"output folder holds files that are not a sweep's ({shown}): use an empty or new folder",
-            str(folder),
-        )
-
-
 def _remove(paths) -> None:
     for f in paths:
         f.unlink(missing_ok=True)
@@ -542,7 +519,7 @@ def prepare_folder(
     """
     if folder.exists() and not folder.is_dir():
         raise InputError("output path exists and is not a folder", str(folder))
-    _check_own(folder)
+    check_own(folder)
     writable_folder(folder)
     if tag is not None:
         return _prepare_shard(folder, overwrite, run_key, tag)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sweep.cli.main import cli
 from sweep.errors import InputError
 from sweep.output import store
+from sweep.output.ownership import foreign_files
 from tests.cli.test_cli import assert_one_line_error
 from tests.runs import manifest
 
@@ -161,7 +162,7 @@ def test_foreign_files_are_what_a_run_did_not_write(tmp_path):
         store.OLD_MANIFEST,
     ]:
         (tmp_path / name).write_text("")
-    assert store.foreign_files(tmp_path) == []
+    assert foreign_files(tmp_path) == []
     (tmp_path / "plot.png").write_text("")
     (tmp_path / "sub").mkdir()
-    assert store.foreign_files(tmp_path) == ["plot.png", "sub"]
+    assert foreign_files(tmp_path) == ["plot.png", "sub"]
