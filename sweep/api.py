@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -270,6 +271,7 @@ def run(
     confirm: bool = False,
     progress: Callable[[int, int, float], None] | None = None,
     interval: float | None = None,
+    space_check: bool = True,
 ) -> RunSummary:
     """Run a sweep into a Parquet dataset folder (``sweep run``); returns the run's summary.
 
@@ -279,7 +281,9 @@ def run(
     need ``confirm=True`` (``--yes``). ``progress(done, total, seconds)`` is called as
     chunks finish. :meth:`RunSummary.lines` gives the command's report. ``interval`` (a level in
     (0, 1), e.g. 0.8; the machines must be calibrated) adds ``t_epoch_s_lo`` and ``t_epoch_s_hi``
-    to every written row, once the run is complete (:mod:`sweep.trust.annotate`).
+    to every written row, once the run is complete (:mod:`sweep.trust.annotate`). A run that
+    writes every row first checks that its folder's disk has the space ``sweep plan`` estimates,
+    unless ``space_check`` is false (``--no-space-check``).
 
     >>> summary = sweep.run("grids/sweeps/codesign-resnet50-1024.toml", "outputs/cd",
     ...                     keep="pareto:t_epoch_s,p", overwrite=True)
@@ -297,7 +301,9 @@ def run(
     parts = parse_shard(shard) if isinstance(shard, str) else shard
     if isinstance(dask, str) and not dask.strip():
         raise InputError("--dask needs a scheduler address or local:N")
+    began = time.perf_counter()
     the_plan = plan(spec)
+    prepare_s = time.perf_counter() - began
     if the_plan.size > CONFIRM_POINTS and not confirm:
         raise InputError(f"{the_plan.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
     opts = RunOptions(
@@ -311,6 +317,7 @@ def run(
         overwrite=overwrite,
         shard=parts if isinstance(parts, Shard) else None,
         dask=dask,
+        space_check=space_check,
     )
     if interval is not None:  # before anything is written
         from sweep.trust import annotate
@@ -318,6 +325,7 @@ def run(
         annotate.check(the_plan, interval, opts.columns, opts.shard is not None)
     with backend.computation(x64=x64):
         summary = run_sweep(the_plan, opts, progress)
+    summary.prepare_s = prepare_s
     if interval is not None:
         with backend.computation(x64=True):
             annotate.annotate(summary.folder, the_plan, interval)

@@ -51,14 +51,16 @@ def _output_options(fn):
     return fn
 
 
-def _emit(table, out, limit, extra=(), stats=None) -> None:
+def _emit(table, out, limit, extra=(), stats=None, chosen=False) -> None:
+    """Write or print a query's rows: every column of ``table`` when ``--columns`` chose them
+    (``chosen``), else a readable subset for the terminal."""
     from sweep.answers.query import display_columns, format_table, write_table
 
     if out:
         path = write_table(table, out)
         click.echo(f"{table.num_rows:,} rows written to {path}")
     elif table.num_rows:
-        click.echo(format_table(table, display_columns(table, extra), limit))
+        click.echo(format_table(table, None if chosen else display_columns(table, extra), limit))
     if stats is not None:
         sys.stdout.flush()
         click.echo(f"{table.num_rows:,} rows; {stats.describe()}", err=True)
@@ -149,7 +151,7 @@ def pareto(source, mins, maxs, where, per, include_infeasible, all_ties, out, co
         source, mins_l, maxs_l, where=where, per=_names(per), columns=_names(columns) or None,
         feasible_only=not include_infeasible, stats=stats, all=all_ties,
     )  # fmt: skip
-    _emit(table, out, limit, [*mins_l, *maxs_l], stats)
+    _emit(table, out, limit, [*mins_l, *maxs_l], stats, chosen=bool(columns))
 
 
 @click.command()
@@ -180,7 +182,7 @@ def top(source, by, k, desc, per, where, include_infeasible, out, columns, limit
         source, by, k, descending=desc, where=where, per=_names(per), columns=_names(columns) or None,
         feasible_only=not include_infeasible, stats=stats,
     )  # fmt: skip
-    _emit(table, out, limit, [by], stats)
+    _emit(table, out, limit, [by], stats, chosen=bool(columns))
 
 
 @click.command()
@@ -210,7 +212,7 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
     table = run(
         source, per=_names(per), by=by, rank=rank, where=where, columns=_names(columns) or None, stats=stats
     )
-    _emit(table, out, limit, [by], stats)
+    _emit(table, out, limit, [by], stats, chosen=bool(columns))
 
 
 # ----------------------------------------------------------------------------- co-design

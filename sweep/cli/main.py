@@ -13,23 +13,28 @@ import sys
 import click
 
 from sweep.cli import answers, sweeps, trust
-from sweep.cli.options import EXIT_INPUT, one_line_warnings
+from sweep.cli.options import EXIT_INPUT, HelpContext, HelpGroup, one_line_warnings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=HelpGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="paradl-sweep")
 def cli() -> None:
-    """Design-space explorer for parallel CNN training (the ParaDL oracle, vectorized).
+    """Design-space explorer for parallel deep-learning training: CNNs (the ParaDL oracle) and
+    GPT transformers (Megatron-style data+tensor+pipeline), as vectorized JAX kernels.
 
     \b
     Example:
       sweep estimate --model resnet50 --machine abci --strategy data --p 1024 --b 32
+      sweep estimate --model gpt3-175b --machine a100-ib800 --strategy data+tensor+pipeline \\
+          --p 1024 --b 64 --tp 8 --pp 16 --S 64 --recompute full
+      sweep run paper-resnet50-vgg16 && sweep best outputs/paper-resnet50-vgg16 --per model,p --rank
     """
     one_line_warnings()
 
 
 for _module in (sweeps, answers, trust):
     for _command in _module.COMMANDS:
+        _command.context_class = HelpContext
         cli.add_command(_command)
 
 

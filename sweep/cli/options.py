@@ -37,6 +37,36 @@ def flagged(text: str, params: Iterable[str]) -> str:
     return text
 
 
+#: A hyphen that does not break a line (U+2011), standing in for ``-`` while help is wrapped.
+_NO_BREAK = "\u2011"
+_IN_WORD_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
+
+
+class HelpFormatter(click.HelpFormatter):
+    """click's help formatter, except that a word is never broken at its hyphen
+    (``paradl-sweep``, ``per-strategy``) when the text is wrapped."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(_IN_WORD_HYPHEN.sub(_NO_BREAK, text))
+
+    def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = [(first, _IN_WORD_HYPHEN.sub(_NO_BREAK, second)) for first, second in rows]
+        super().write_dl(rows, col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        return super().getvalue().replace(_NO_BREAK, "-")
+
+
+class HelpContext(click.Context):
+    formatter_class = HelpFormatter
+
+
+class HelpGroup(click.Group):
+    """The ``sweep`` group: its help, and every command's, wrapped by :class:`HelpFormatter`."""
+
+    context_class = HelpContext
+
+
 def one_line_warnings() -> None:
     def show(message, category, filename, lineno, file=None, line=None):
         text = flagged(str(message), message.param) if isinstance(message, InputWarning) else str(message)

@@ -124,6 +124,11 @@ def plan(spec_path) -> None:
     "to every written row; needs calibrated machines (docs/trust.md).",
 )
 @click.option("--yes", is_flag=True, help=f"Run grids over {10**12:.0e} points.")
+@click.option(
+    "--no-space-check",
+    is_flag=True,
+    help="Write every row even where the disk has less free space than sweep plan estimates.",
+)
 @click.option("--timings", is_flag=True, help="Print where the run's time went (main thread, other threads).")
 @handle_errors
 def run(
@@ -140,6 +145,7 @@ def run(
     dask_address,
     interval,
     yes,
+    no_space_check,
     timings,
 ) -> None:
     """Run a sweep and stream its rows to a Parquet dataset folder.
@@ -164,6 +170,7 @@ def run(
             spec_path, out, keep=keep_text, resume=resume, overwrite=overwrite, x64=x64,
             only_feasible=only_feasible, columns=columns, chunk=chunk, shard=shard_text,
             dask=dask_address, confirm=yes, progress=tty_progress(), interval=interval,
+            space_check=not no_space_check,
         )  # fmt: skip
     except Interrupted as err:
         click.echo(f"\n{err}", err=True)

@@ -65,9 +65,9 @@ def validate(csv_path, machine_spec, sets, strict, out, plot_path, summary_only)
     "fit_items",
     multiple=True,
     metavar="PARAMS",
-    help="NAME[=LO:HI],...: machine parameters (inter_bandwidth_Bps, efficiency, ...) and "
-    "overheads.<strategy>.<compute|allreduce|allgather|halo|p2p|comm|all> (factors) and "
-    "overheads.<strategy>.<per_iter_s|per_sample_s> (additive seconds). "
+    help="NAME[=LO:HI],...: machine parameters (inter_bandwidth_Bps, efficiency, ...), "
+    "overheads.STRATEGY.TERM factors (TERM: compute, allreduce, allgather, halo, p2p, comm or all) "
+    "and overheads.STRATEGY.per_iter_s or .per_sample_s (additive seconds). "
     "Default: the overheads these runs can identify.",
 )
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the calibrated machine .toml.")

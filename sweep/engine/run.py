@@ -23,6 +23,7 @@ import functools
 import itertools
 import os
 import queue
+import shutil
 import signal
 import sys
 import threading
@@ -37,6 +38,7 @@ import numpy as np
 from sweep.engine import backend, devices, filters, index, program, survivors
 from sweep.engine.runstate import (
     GPU_REDUCE_CHUNK,
+    PLAN_ROW_BYTES,
     Interrupted,
     RunOptions,
     RunState,
@@ -123,8 +125,33 @@ def run_sweep(
     return summary
 
 
+def check_free_space(plan: Plan, opts: RunOptions) -> None:
+    """Refuse a run that writes every row when the disk of its folder has less free space than
+    ``sweep plan`` estimates it writes (:data:`PLAN_ROW_BYTES` a row, for this shard's part and
+    less the rows a resumed folder holds): one line saying both, before anything is written."""
+    if opts.keep.reduces or not opts.space_check:
+        return
+    points = plan.size if opts.shard is None else -(-plan.size // opts.shard.n)
+    if opts.resume and opts.shard is None and opts.out.is_dir():
+        manifest = store.load_manifest(opts.out)
+        points -= int(manifest.rows or 0) if manifest is not None else 0
+    need = max(points, 0) * PLAN_ROW_BYTES
+    existing = opts.out.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if need > free:
+        raise InputError(
+            f"writing every row needs ~{need / 1e9:,.3g} GB ({points:,} rows at ~{PLAN_ROW_BYTES} bytes, "
+            f"sweep plan's estimate) but {free / 1e9:,.3g} GB are free: keep a reduction (--keep), "
+            "sweep fewer points, write elsewhere, or pass --no-space-check",
+            str(opts.out),
+        )
+
+
 def _run(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], None] | None) -> RunSummary:
     opts = _settle_chunk(opts)
+    check_free_space(plan, opts)
     run = RunState(plan, opts)
     if run.complete:
         return RunSummary(

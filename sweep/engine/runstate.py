@@ -88,6 +88,9 @@ class RunOptions:
     dask: Any = None
     #: Called on the Dask worker as ``hook(job, chunk)`` before each chunk (tests kill workers with it).
     task_hook: Callable[[int, int], None] | None = None
+    #: Whether a run that writes every row first checks the free space against its estimate
+    #: (:func:`sweep.engine.run.check_free_space`; ``--no-space-check`` turns it off).
+    space_check: bool = True
     #: Whether ``chunk`` was given rather than left to the default.
     chunk_given: bool = field(init=False, default=False)
 
@@ -170,6 +173,9 @@ class RunSummary:
     shard: Shard | None = None
     #: Whether the run kept a reduction (``--keep pareto|top``) rather than every row.
     reduced: bool = False
+    #: Seconds before the run: reading the spec and building its models' tables (the plan);
+    #: a GPT model's tables take seconds, which :attr:`wall` does not hold.
+    prepare_s: float = 0.0
 
     @property
     def points_per_s(self) -> float:
@@ -207,7 +213,12 @@ class RunSummary:
             )
         out = [
             f"{what}{self.rows:,} rows {kept} {self.folder} ({self.points:,} points evaluated "
-            f"in {self.wall:.2f} s, {rate:,.0f} points/s; {speed}; on {self.devices})"
+            f"in {self.wall:.2f} s, {rate:,.0f} points/s; {speed}; on {self.devices}"
+            + (
+                f"; before that, the spec and its models' tables took {self.prepare_s:.2f} s)"
+                if self.prepare_s
+                else ")"
+            )
         ]
         if self.shard:
             out.append(f"when all {self.shard.n} shards are done: sweep merge {self.folder}")

@@ -139,9 +139,11 @@ def check_param(name: str, value, origin: str, key: str | None = None, warn: boo
         if isinstance(value, int | float) and not isinstance(value, bool) and value in ATTENTIONS.values():
             return float(value)
         raise InputError(f"must be one of {', '.join(ATTENTIONS)}", where(origin, key=key))
-    if name == "memory_model":
+    if name == "memory_model":  # a name, or its code (a spec's [set] values arrive checked)
         if value in MEMORY_MODELS:
             return float(MEMORY_MODELS[value])
+        if isinstance(value, int | float) and not isinstance(value, bool) and value in MEMORY_MODELS.values():
+            return float(value)
         raise InputError(f"must be one of {', '.join(MEMORY_MODELS)}", where(origin, key=key))
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"must be a number, got {value!r}", where(origin, key=key))

@@ -44,6 +44,7 @@ from kernels.names import LIMITS, MACHINE_CHOICES
 from sweep.errors import InputError
 from sweep.output import arrays
 from sweep.output.manifest import Manifest
+from sweep.output.ownership import check_own
 
 MANIFEST = "_manifest.parquet"
 #: The key of the manifest's JSON in the manifest file's key-value metadata.
@@ -581,6 +582,7 @@ def prepare_folder(
     """
     if folder.exists() and not folder.is_dir():
         raise InputError("output path exists and is not a folder", str(folder))
+    check_own(folder)
     writable_folder(folder)
     if tag is not None:
         return _prepare_shard(folder, overwrite, run_key, tag)

@@ -477,3 +477,25 @@ def test_dgx_has_one_nic_per_gpu(name):
 def test_float64_is_on():
     assert load_machine("abci").pytree().gpu_flops.dtype == np.float64
     assert jnp.asarray(1.0).dtype == jnp.float64
+
+
+@pytest.mark.parametrize("name", ["training", "paradl"])
+def test_a_spec_sets_the_memory_model_by_name(tmp_path, name):
+    """A spec's ``[set] memory_model = "paradl"`` (issue 34, defect 1: refused, as the value
+    was checked twice and the second check saw its numeric code) gives the rows of the CLI's
+    ``--set memory_model=paradl``."""
+    import sweep
+
+    spec = tmp_path / "memory.toml"
+    spec.write_text(
+        'name = "memory"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n'
+        f'[axes]\np = [8]\nb = [32]\n[set]\nmemory_model = "{name}"\n'
+    )
+    (row,) = sweep.evaluate(str(spec), x64=True).to_pylist()
+    want = sweep.estimate("resnet50", "abci", "data", p=8, b=32, set={"memory_model": name})
+    assert row["mem_bytes"] == want["mem_bytes"]
+    other = "paradl" if name == "training" else "training"
+    assert (
+        row["mem_bytes"]
+        != sweep.estimate("resnet50", "abci", "data", p=8, b=32, set={"memory_model": other})["mem_bytes"]
+    )

@@ -9,11 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sweep.cli.main import cli
 from sweep.errors import InputError
 from sweep.output import store
+from sweep.output.ownership import foreign_files
+from tests.cli.test_cli import assert_one_line_error
 from tests.runs import manifest
 
 SCHEMA = pa.schema([pa.field("p", pa.int32()), pa.field("t_epoch_s", pa.float32())])
@@ -154,3 +158,60 @@ def test_machine_choices_agree_with_the_kernels_codes():
         (MACHINE_CHOICES["allreduce_algo"], ALLREDUCE_ALGOS),
     ):
         assert {n: i for i, n in enumerate(names)} == codes
+
+
+TINY_SPEC = 'name = "tiny"\nmodel = "resnet50"\nmachine = "abci"\nstrategies = ["data"]\n[axes]\np = [1, 2]\nb = [32]\n'
+
+
+def _run_into(tmp_path, out: str, monkeypatch):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY_SPEC)
+    monkeypatch.chdir(tmp_path)
+    return CliRunner().invoke(cli, ["run", str(spec), "-o", out])
+
+
+@pytest.mark.parametrize("flag", [None, "--overwrite"])
+def test_a_folder_holding_other_files_is_refused_as_an_output(tmp_path, monkeypatch, flag):
+    """Issue 34, defect 3: a run wrote into a folder of other files, after which no reader
+    took the folder as a dataset. Now: one line naming the files, exit 2, nothing written."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes\n")
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY_SPEC)
+    args = ["run", str(spec), "-o", str(folder), *([flag] if flag else [])]
+    result = CliRunner().invoke(cli, args)
+    assert_one_line_error(result, str(folder), "notes.txt", "not a sweep's")
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_the_current_folder_is_refused_unless_empty(tmp_path, monkeypatch):
+    result = _run_into(tmp_path, ".", monkeypatch)  # holds tiny.toml
+    assert_one_line_error(result, "tiny.toml", "not a sweep's")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    result = CliRunner().invoke(cli, ["run", str(tmp_path / "tiny.toml"), "-o", "."])
+    assert result.exit_code == 0, result.output
+    assert (empty / store.MANIFEST).is_file()
+
+
+def test_foreign_files_are_what_a_run_did_not_write(tmp_path):
+    for name in [
+        store.MANIFEST,
+        store.manifest_name("s0001of0004"),
+        store.part_name(0, 3),
+        store.part_name(1, 2, "s0001of0004"),
+        store.KEEP_PART,
+        store.state_name(None, 12),
+        store.state_name("s0001of0004"),
+        store.spill_name(store.spill_prefix(), 3),
+        store.temporary(tmp_path / store.MANIFEST).name,
+        store.OLD_MANIFEST,
+    ]:
+        (tmp_path / name).write_text("")
+    assert foreign_files(tmp_path) == []
+    (tmp_path / "plot.png").write_text("")
+    (tmp_path / "sub").mkdir()
+    assert foreign_files(tmp_path) == ["plot.png", "sub"]

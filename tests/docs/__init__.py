@@ -1,0 +1,1 @@
+"""Executed documentation: README.md's and docs/*.md's console blocks and Python examples."""
