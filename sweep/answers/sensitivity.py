@@ -58,6 +58,12 @@ SKIPPED = {
     "nics_per_node": "integer-valued",
     "allreduce_algo": "a choice of algorithm",
     "memory_model": "a choice of memory equation",
+    "gpu_sms": "integer-valued",
+    "gemm_tile_m": "integer-valued",
+    "gemm_tile_n": "integer-valued",
+    "scatter_gather": "a switch",
+    "overlap_grad_reduce": "a switch",
+    "attention": "a choice of attention",
 }
 #: Parameters differentiated, in :data:`kernels.SCALAR_PARAMS` order.
 PARAMS: tuple[str, ...] = tuple(k for k in SCALAR_PARAMS if k not in SKIPPED)
