@@ -130,6 +130,18 @@ def test_rows_that_cannot_exist():
     assert impossible(s, net, 6, 8, 1, own(tp=2, pp=2)) == "tp x pp = 4 does not divide p = 6"
     assert impossible(s, net, 24, 8, 1, own(tp=3)) == "tp = 3 does not divide the model's 4 attention heads"
     assert "pp = 64 is more than the model's" in impossible(s, net, 64, 8, 1, own(pp=64))
+    # issue 34, defect 6: stages are whole blocks, so 2 blocks allow pp <= 2 (not one per layer entry)
+    assert impossible(s, net, 2, 8, 2, own(pp=2)) is None
+    assert (
+        impossible(s, net, 3, 9, 3, own(pp=3))
+        == "pp = 3 is more than the model's 2 pipeline stages (its blocks)"
+    )
+    # interleaving: pp x vp chunks of whole blocks (2 x 2 = 4 > 2 blocks), and pp must divide S
+    assert (
+        impossible(s, net, 2, 8, 2, own(pp=2, vp=2))
+        == "pp x vp = 4 model chunks do not divide the model's 2 blocks"
+    )
+    assert impossible(s, net, 1, 8, 1, own(pp=1, vp=2)) is None
     assert impossible(s, net, 8, 8, 3, NO_OWN) == "S = 3 micro-batches do not divide b = 8"
     assert impossible("data", net, 6, 8, 1, NO_OWN) is None  # data has no tp, pp nor S
 
@@ -157,12 +169,13 @@ def test_measured_rows_that_cannot_exist_are_skipped(tmp_path):
 
 
 def test_measured_rows_read_every_own_axis(tmp_path):
+    gpt = "gpt-l4-h64-a4-s32-v100"  # 4 blocks: pp 2 x vp 2 chunks of one block each
     path = tmp_path / "runs.csv"
     path.write_text(
         "model,strategy,p,tp,pp,b,S,recompute,zero,sp,vp,precision,machine,iter_time_s\n"
-        f"{GPT},data+tensor+pipeline,8,2,2,8,2,selective,1,1,2,fp8,a100-ib800,0.2\n"
-        f"{GPT},data+tensor+pipeline,8,2,2,8,2,,,,,,a100-ib800,0.2\n"
-        f"{GPT},data+tensor+pipeline,8,2,2,8,2,full,0,0,1,fp16,a100-ib800,0.2\n"
+        f"{gpt},data+tensor+pipeline,8,2,2,8,2,selective,1,1,2,fp8,a100-ib800,0.2\n"
+        f"{gpt},data+tensor+pipeline,8,2,2,8,2,,,,,,a100-ib800,0.2\n"
+        f"{gpt},data+tensor+pipeline,8,2,2,8,2,full,0,0,1,fp16,a100-ib800,0.2\n"
     )
     meas = read_measurements(path)
     # (tp, pp, recompute, zero, vp, sp, precision)
