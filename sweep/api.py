@@ -415,23 +415,20 @@ def sensitivity(
     S: int | None = None,
     global_batch: int | None = None,
     micro_batch: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    recompute: int | str | None = None,
-    zero: int | None = None,
     set: Sets = None,
     lc: str | None = None,
     of: str = "t_epoch_s",
     where: str | None = None,
     max_rows: int | None = None,
+    **own: int | str | None,
 ) -> pa.Table:
     """Elasticities ``d ln t / d ln X`` of ``of`` (default t_epoch_s) for every machine
     parameter X, by :func:`jax.grad` (``sweep sensitivity``): a table, one row per configuration,
     with ``e_<X>`` columns and the ``lever`` that pays off most.
 
     Either one configuration (``model``, ``machine``, ``strategy``, ``p``, ``b`` or
-    ``global_batch``; ``S`` or ``micro_batch``; data+tensor+pipeline's ``tp``, ``pp``,
-    ``recompute``, ``zero``) or every
+    ``global_batch``; ``S`` or ``micro_batch``; the strategy's own settings by name, one keyword
+    per axis of its registry entry, as :func:`estimate` takes them) or every
     row of a small sweep result ``source`` (a folder, a Parquet file, a :func:`open` result
     or a table from :func:`evaluate` saved to Parquet), filtered by ``where``.
 
@@ -441,9 +438,7 @@ def sensitivity(
     from sweep.answers import sensitivity as elasticities
     from sweep.engine import backend
 
-    own = {
-        k: v for k, v in {"tp": tp, "pp": pp, "recompute": recompute, "zero": zero}.items() if v is not None
-    }
+    settings: dict[str, int | str] = {k: v for k, v in own.items() if v is not None}
     if source is None:
         given = {"model": model, "machine": machine, "strategy": strategy, "p": p}
         missing = [f"--{k}" for k, v in given.items() if v is None]
@@ -457,9 +452,9 @@ def sensitivity(
         bound = bind(model, machine, set=set, lc=lc)
         with backend.computation(x64=True):
             return elasticities.sensitivity(
-                bound, strategy, p, b, p2, S, of, own, global_batch=global_batch, micro_batch=micro_batch
+                bound, strategy, p, b, p2, S, of, settings, global_batch=global_batch, micro_batch=micro_batch
             )
-    if model or machine or strategy or p or b or set or own or global_batch or micro_batch:
+    if model or machine or strategy or p or b or set or settings or global_batch or micro_batch:
         raise InputError("give DIR or a configuration (--model ...), not both")
     with backend.computation(x64=True):
         return elasticities.sensitivities(

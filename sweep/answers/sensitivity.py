@@ -34,7 +34,6 @@ from kernels import SCALAR_PARAMS, Config
 from kernels.machine import param_value
 from kernels.names import BATCH
 from kernels.strategies import registry
-from sweep.answers.splits import batch_split
 from sweep.engine import backend
 from sweep.engine.evaluate import Evaluator, Inputs, column
 from sweep.errors import InputError
@@ -47,7 +46,7 @@ from sweep.inputs.configs import (
     check_strategy,
     default_p2,
     defaults,
-    resolve_config,
+    resolve,
 )
 from sweep.inputs.machines import override
 from sweep.output import store
@@ -146,7 +145,7 @@ def sensitivity(
     axes by name (data+tensor+pipeline's ``tp``, ``pp``, ``recompute``, ``zero``, ...: codes,
     :mod:`kernels.strategies.registry`); those not given take their defaults. ``global_batch``
     instead of ``b`` gives ``b = global_batch / p1`` and ``micro_batch`` instead of ``S`` gives
-    ``S = b / micro_batch`` (:func:`sweep.answers.codesign.batch_split`); where they do not
+    ``S = b / micro_batch`` (:func:`sweep.inputs.configs.resolve`); where they do not
     divide, the row is infeasible (``batch``)."""
     _check_metric(metric)
     if (b is None) == (global_batch is None):
@@ -169,45 +168,38 @@ def _one(
     global_batch: int | None,
     micro_batch: int | None,
 ) -> pa.Table:
-    # a library call may pass every axis; the CLI's estimate is the one that warns of unused ones
+    # a library call may pass every shared axis (p2, S) whatever the strategy; an own setting the
+    # strategy does not have is refused, since its elasticities would answer another question
     check_strategy(strategy)
     entry = registry.entry(strategy)
     unknown = [k for k in own if not entry.uses(k) or k in registry.SHARED_AXES]
     if unknown:
         raise InputError(f"{strategy} has no axis '{unknown[0]}' (its own: {_own_names(entry)})")
-    try:
-        own = {**entry.defaults(), **{k: entry.axis(k).code(v) for k, v in own.items()}}
-    except ValueError as err:
-        raise InputError(str(err)) from None
-    splits = True
-    if global_batch is not None or micro_batch is not None:
-        for name, value in (("global_batch", global_batch), ("micro_batch", micro_batch)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
-        p2_now, _ = defaults(p, p2, None, default_p2(bound.profile))
-        group = p if strategy == "serial" else entry.group(p, p2_now, own)
-        if global_batch is not None:
-            b, _, splits = batch_split(global_batch, p, group, None)
-        if micro_batch is not None:
-            assert b is not None
-            S, splits = max(b // micro_batch, 1), splits and b % micro_batch == 0
-    assert b is not None
-    p2, S = resolve_config(bound.profile, strategy, p, b, p2, S, warn=False)
+    # the configuration's one resolution (the registry's): defaults and the batch as users set it
+    config = resolve(
+        bound.profile,
+        strategy,
+        p,
+        b,
+        p2,
+        S,
+        global_batch=global_batch,
+        micro_batch=micro_batch,
+        own=own,
+        warn=False,
+    )
     ev, inputs = Evaluator.of(bound, strategy)
     g = _compiled(ev, metric, False)
-    cfg = Config(*(jnp.asarray(v, jnp.float64) for v in (p, b, p2, S)), **_own_arrays(own))
-    t, e, limit = g(inputs, cfg, ())
-    if not splits:  # the global batch or the micro-batch size does not divide
+    t, e, limit = g(inputs, Config(*(jnp.asarray(v, jnp.float64) for v in config.config)), ())
+    if not config.fits:  # the global batch or the micro-batch size does not divide
         limit = np.int32(BATCH)
+    shown = [int(v) if float(v) == int(v) else float(v) for v in config.config[:4]]  # p, b, p2, S
     ident: dict[str, list] = {
         "model": [bound.model.name],
         "machine": [bound.profile.name],
         "strategy": [strategy],
-        "p": [p],
-        "b": [b],
-        "p2": [p2],
-        "S": [S],
-        **{k: [entry.axis(k).label(v)] for k, v in own.items()},
+        **{k: [v] for k, v in zip(("p", "b", "p2", "S"), shown, strict=True)},
+        **{a.name: [a.label(getattr(config.own, a.name))] for a in entry.own},
     }
     values_now = {k: [float(_value_of(bound, k))] for k in PARAMS}
     return _table(ident, values_now, metric, np.asarray([t]), np.asarray([e]), np.asarray([limit]))

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from sweep.cli.options import handle_errors, parse_set
+from sweep.cli.options import configuration_options, handle_errors, parse_set
 from sweep.errors import InputError
 
 SOURCE = click.argument("source", metavar="DIR|FILE", type=click.Path())
@@ -319,14 +319,7 @@ def _range(text: str | None) -> tuple[float, float] | None:
 @click.option("--b", "b", type=int, help="Samples per data-parallel replica.")
 @click.option("--p2", "p2", type=int, help="GPUs per group of the hybrids [gpus_per_node].")
 @click.option("--S", "S", type=int, help="Micro-batches [p for pipeline, 1 for data+tensor+pipeline].")
-@click.option("--global-batch", "global_batch", type=int, help="Or: the global batch; b = it / replicas.")
-@click.option("--micro-batch", "micro_batch", type=int, help="Or: the micro-batch size; S = b / it.")
-@click.option("--tp", "tp", type=int, help="Tensor-parallel degree of data+tensor+pipeline [1].")
-@click.option("--pp", "pp", type=int, help="Pipeline stages of data+tensor+pipeline [1].")
-@click.option(
-    "--recompute", type=click.Choice(["none", "selective", "full"]), help="Activation recomputation [none]."
-)
-@click.option("--zero", type=click.IntRange(0, 1), help="ZeRO stage (0 or 1) of data+tensor+pipeline [0].")
+@configuration_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
 @click.option("--of", "metric", default="t_epoch_s", show_default=True, help="Column to differentiate.")
 @_where_option
@@ -336,8 +329,8 @@ def _range(text: str | None) -> tuple[float, float] | None:
 @handle_errors
 @_arrow_errors
 def sensitivity(
-    source, model_spec, lc, machine_spec, strategy, p, b, p2, S, global_batch, micro_batch, tp, pp,
-    recompute, zero, sets, metric, where, max_rows, as_json, out, columns, limit,
+    source, model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, metric, where, max_rows, as_json, out,
+    columns, limit, global_batch, micro_batch, **own,
 ) -> None:  # fmt: skip
     """Elasticities d ln t_epoch / d ln X for every machine parameter X, by jax.grad.
 
@@ -359,8 +352,8 @@ def sensitivity(
 
     table = api.sensitivity(
         source, model=model_spec, machine=machine_spec, strategy=strategy, p=p, b=b, p2=p2, S=S,
-        global_batch=global_batch, micro_batch=micro_batch, tp=tp, pp=pp, recompute=recompute, zero=zero,
-        set=parse_set(sets), lc=lc, of=metric, where=where, max_rows=max_rows,
+        global_batch=global_batch, micro_batch=micro_batch, set=parse_set(sets), lc=lc, of=metric, where=where,
+        max_rows=max_rows, **own,
     )  # fmt: skip
     if source is None:
         if out:
