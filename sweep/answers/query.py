@@ -45,8 +45,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +54,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from sweep.answers.reducing import GroupReducer as _Reducer
+from sweep.answers.reducing import GroupState as _State
+from sweep.answers.reducing import absorb as _absorb
+from sweep.answers.reducing import pareto_reducer as _pareto_reducer
+from sweep.answers.reducing import top_reducer as _top_reducer
 from sweep.answers.scan import RowGroup, ScanStats, fetch, group_codes, row_groups, scan, tied_counts, values
 from sweep.answers.tables import display_columns, format_table, write_table
 from sweep.answers.where import Filter, combine, parse_where
 from sweep.errors import InputError
 from sweep.output import store
 from sweep.output.manifest import Manifest
-from sweep.reduce.keep import Keep, Survivors
-from sweep.reduce.pareto import dominated_by, numbers, pareto_mask
-from sweep.reduce.reducer import Reducer
 
 __all__ = [
     "BATCH_ROWS", "IDENTITY", "ScanStats", "Source", "Sweep", "as_sweep", "best", "display_columns",
@@ -225,85 +226,12 @@ def _filter(sw: Sweep, where: str | Filter | None, feasible_only: bool) -> pc.Ex
 # -- scanning ------------------------------------------------------------------------------
 
 
-@dataclass
-class _State:
-    """The running answer of one group: the engine's reducer over it, and what it keeps so far
-    (objective values, dataset positions, tied counts, carried columns), for the next screen."""
-
-    reducer: Reducer
-    vals: np.ndarray
-    rows: np.ndarray
-    carry: pa.Table | None = None
-    tied: np.ndarray | None = None  # a front of distinct optima: the rows each row stands for
-
-
-@dataclass
-class _Reducer:
-    """How a group's running answer absorbs candidates: a screen (exact: it passes every row
-    that can be in the answer), then the engine's reducer (:class:`sweep.reduce.reducer.Reducer`),
-    which decides, ties and counts included, as it does for ``sweep run --keep``."""
-
-    screen: Callable[[_State, np.ndarray], np.ndarray]  # candidates worth merging
-    keep: Keep  # what the reducer keeps, over objective columns v0, v1, ...
-    distinct: bool = False  # one row per distinct vector kept, with tied counts
-
-    def new(self) -> Reducer:
-        """A reducer of one group, in memory (a query's answer never spills)."""
-        names = tuple(f"v{i}" for i in range(len(self.keep.columns)))
-        schema = store.Schema([], [], [], (), names, pa.float64())
-        return Reducer(self.keep, schema, None)
-
-
-def _pareto_reducer(k: int, distinct: bool) -> _Reducer:
-    def screen(state: _State, vals: np.ndarray) -> np.ndarray:
-        ok = numbers(vals)
-        if len(state.rows):
-            # duplicates on the front (rows tied in every objective) dominate nothing more
-            front = state.vals if k <= 2 else np.unique(state.vals, axis=0)
-            ok &= ~dominated_by(front, vals)
-        elif len(vals) > 1 << 16:
-            # a first large batch: screen with the front of a sample of itself (exact:
-            # a dominated row is never on the front), so the exact merge sorts few rows
-            sample = vals[:: len(vals) >> 12]
-            sample = sample[numbers(sample)]
-            sel = pareto_mask(sample)
-            ok &= ~dominated_by(sample[sel], vals)
-        return ok
-
-    keep = Keep("pareto", tuple(f"v{i}" for i in range(k)), ties=not distinct)
-    return _Reducer(screen, keep, distinct)
-
-
-def _top_reducer(k: int) -> _Reducer:
-    def screen(state: _State, vals: np.ndarray) -> np.ndarray:
-        if len(state.rows) < k:
-            return np.ones(len(vals), dtype=bool)
-        kth = np.max(state.vals[:, 0])
-        v = np.where(np.isnan(vals[:, 0]), np.inf, vals[:, 0])
-        return v < kth  # later rows lose ties: positions only grow during the scan
-
-    return _Reducer(screen, Keep("top", ("v0",), k))
-
-
 def _concat(a: pa.Table | None, b: pa.Table | None) -> pa.Table | None:
     if a is None:
         return b
     if b is None:
         return a
     return pa.concat_tables([a, b])
-
-
-def _absorb(state: _State, reducer: _Reducer, vals: np.ndarray, rows: np.ndarray, tied: np.ndarray) -> None:
-    """Feed candidate rows (objectives, dataset positions, counts) to the group's reducer and
-    take back what it keeps. A top-k query counts NaN as +inf (docs/queries.md)."""
-    if reducer.keep.kind == "top":
-        vals = np.where(np.isnan(vals), np.inf, vals)
-    n = len(rows)
-    found = Survivors(np.zeros((0, n), np.int32), vals.T, np.zeros(n, np.int8), rows, tied)
-    state.reducer.add(0, ("", "", ""), rows, found)
-    state.vals, ids, counts = state.reducer.held()
-    state.rows = ids[:, 1]
-    state.tied = counts
 
 
 def _reduce(

@@ -233,7 +233,12 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
     "--global-batch", "--B", "B_text", metavar="LIST", help="Or: fixed global batch(es); b = B / replicas."
 )
 @click.option("--p2", "p2_text", metavar="LIST", help="Group sizes of the hybrids [gpus_per_node].")
-@click.option("--S", "S_text", metavar="LIST", help="Pipeline micro-batches [p].")
+@click.option(
+    "--S",
+    "S_text",
+    metavar="LIST",
+    help="Micro-batches [p for pipeline, every divisor of b for data+tensor+pipeline].",
+)
 @click.option(
     "--micro-batch",
     "mb_text",
@@ -337,8 +342,9 @@ def sensitivity(
     For one configuration (--model, --machine, --strategy, --p, --b), or for
     every row of a small sweep result (DIR, optionally --where). +1% of X
     changes t_epoch_s by about e %; the knob with the largest |e| pays off
-    most. gpus_per_node and nics_per_node (integers), allreduce_algo and
-    memory_model (choices) have no derivative and are left out.
+    most. Integer settings (gpus_per_node, nics_per_node, gpu_sms, the GEMM
+    tiles), switches and choices have no derivative and are left out. The
+    options after --S are the strategy's own settings (the strategy registry).
 
     \b
     Example:

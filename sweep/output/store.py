@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -37,16 +36,29 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kernels.names import LIMITS, MACHINE_CHOICES
+from kernels.names import LIMITS
 from sweep.errors import InputError
 from sweep.output import arrays
+from sweep.output.categories import category_codes, choices_of  # noqa: F401  (re-exported)
+from sweep.output.filenames import (  # noqa: F401  (re-exported: callers name them store.X)
+    MANIFEST,
+    MERGE_SPILL_PREFIX,
+    SHARD_MANIFEST,
+    manifest_name,
+    part_name,
+    shard_tag,
+    spill_glob,
+    spill_name,
+    spill_prefix,
+    spill_seq,
+    state_checkpoints,
+    state_name,
+)
 from sweep.output.manifest import Manifest
 from sweep.output.ownership import check_own
 
-MANIFEST = "_manifest.parquet"
 #: The key of the manifest's JSON in the manifest file's key-value metadata.
 MANIFEST_KEY = "paradl_manifest"
 #: Manifests of versions before the Parquet one: recognised only to say so.
@@ -75,41 +87,6 @@ LIMIT_REASON = FIELD_COLUMNS["limit"]
 #: The column of a Pareto front of distinct optima: how many configurations of the grid
 #: share the row's objective vector (the row is the one of least grid index among them).
 TIED = "tied"
-
-
-def choices_of(column: str) -> tuple[str, ...]:
-    """The names of a categorical column's codes, in code order; ``()`` for any other column.
-
-    A strategy's categorical axis (:attr:`kernels.strategies.registry.Axis.choices`:
-    ``recompute``, ``precision``) or a categorical machine setting
-    (:data:`kernels.names.MACHINE_CHOICES`: ``memory_model``, ``allreduce_algo``).
-    """
-    # here, not at the top: a query imports this module and must not load kernels (but
-    # kernels.names) when it reads no categorical column
-    from kernels.strategies.registry import OWN_AXES
-
-    axis = OWN_AXES.get(column)
-    if axis is not None:
-        return axis.choices
-    return MACHINE_CHOICES.get(column, ())
-
-
-def category_codes(column: str, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A column as read back, as numbers: a categorical column's names (:func:`choices_of`) as
-    their codes (int32), any other column as it is. A name not among the choices is an
-    :class:`InputError` naming the column."""
-    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    choices = choices_of(column)
-    if not choices or not (pa.types.is_dictionary(array.type) or pa.types.is_string(array.type)):
-        return array.to_numpy(zero_copy_only=False)
-    if not pa.types.is_dictionary(array.type):
-        array = pc.dictionary_encode(array)
-    names = array.dictionary.to_pylist()
-    unknown = [n for n in names if n not in choices]
-    if unknown:
-        raise InputError(f"column '{column}': '{unknown[0]}' is not one of {', '.join(choices)}")
-    lookup = np.array([choices.index(n) for n in names], np.int32)
-    return lookup[array.indices.to_numpy(zero_copy_only=False)]
 
 
 def column_name(field: str) -> str:
@@ -195,58 +172,6 @@ def remove_temporaries(folder: Path, tag: str | None = None) -> None:
     for tmp in folder.glob(".*.tmp"):
         if tag is None or f"-{tag}" in tmp.name:
             tmp.unlink(missing_ok=True)
-
-
-def shard_tag(k: int, n: int) -> str:
-    """``s0003of0016``: the name part of shard ``k`` (0-based) of ``n``."""
-    return f"s{k:04d}of{n:04d}"
-
-
-SHARD_MANIFEST = re.compile(r"_manifest-s(\d+)of(\d+)\.parquet")
-
-
-def manifest_name(tag: str | None = None) -> str:
-    """``_manifest.parquet``, or a shard's ``_manifest-s0003of0016.parquet``."""
-    return MANIFEST if tag is None else f"_manifest-{tag}.parquet"
-
-
-def spill_prefix(tag: str | None = None) -> str:
-    """Names of a reduction's spills: ``_spill-000003.parquet``, a shard's
-    ``_spill-s0003of0016-000003.parquet``, a merge's ``_spill-merge-000003.parquet``."""
-    return f"_spill-{tag}-" if tag else "_spill-"
-
-
-def state_name(tag: str | None = None, seq: int | None = None) -> str:
-    """A reduction's running state: checkpoint ``seq`` (``_keep-000012.parquet``, a shard's
-    ``_keep-s0003of0016-000012.parquet``), or without ``seq`` a shard's final state
-    (``_keep-s0003of0016.parquet``; an unsharded run's result is :data:`KEEP_PART`)."""
-    if seq is None:
-        return f"_keep-{tag}.parquet"
-    return f"_keep-{tag}-{seq:06d}.parquet" if tag else f"_keep-{seq:06d}.parquet"
-
-
-def state_checkpoints(tag: str | None = None) -> str:
-    """The glob of a run's (or shard ``tag``'s) checkpoints of :func:`state_name`."""
-    return f"_keep-{tag}-*.parquet" if tag else "_keep-[0-9]*.parquet"
-
-
-#: The prefix of ``sweep merge``'s spill files.
-MERGE_SPILL_PREFIX = "_spill-merge-"
-
-
-def spill_name(prefix: str, seq: int) -> str:
-    """Spill file ``seq`` of a reduction: ``_spill-000003.parquet``."""
-    return f"{prefix}{seq:06d}.parquet"
-
-
-def spill_glob(prefix: str) -> str:
-    """The glob of every spill file :func:`spill_name` makes with ``prefix``."""
-    return f"{prefix}[0-9]*.parquet"
-
-
-def spill_seq(prefix: str, name: str) -> int:
-    """The number of spill file ``name`` (:func:`spill_name`)."""
-    return int(name[len(prefix) : -len(".parquet")])
 
 
 @dataclass
@@ -476,12 +401,6 @@ def write_parquet(
     finally:
         tmp.unlink(missing_ok=True)
     return rows
-
-
-def part_name(job: int, chunk: int, tag: str | None = None) -> str:
-    """``part-j0001-c000000012.parquet``; a shard's ``part-s0003of0016-j0001-c000000012.parquet``."""
-    shard = f"{tag}-" if tag else ""
-    return f"part-{shard}j{job:04d}-c{chunk:09d}.parquet"
 
 
 class ManifestText:

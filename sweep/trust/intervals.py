@@ -222,7 +222,10 @@ class RowIntervals:
         n = len(config["p"])
         cols = [np.asarray(config[k], np.float64) for k in ("p", "b", "p2", "S")]
         for axis, default in NO_OWN._asdict().items():
-            cols.append(np.asarray(config[axis] if axis in config else np.full(n, default), np.float64))
+            given = np.asarray(config[axis]) if axis in config else np.full(n, default)
+            if given.dtype.kind in "UO":  # a categorical axis by its names (an estimate row)
+                given = np.array([OWN_AXES[axis].code(v) for v in given.tolist()])
+            cols.append(np.asarray(given, np.float64))
         values = [np.asarray(config[k], np.float64) for k in self.swept]
         u = np.tile(self.start, (n, 1))
         for name, j in self.moved.items():

@@ -56,4 +56,7 @@ def test_the_group_help_names_transformers_and_shows_a_gpt_example():
 @pytest.mark.parametrize("command", ["codesign", "sensitivity", "estimate"])
 def test_micro_batch_default_names_both_strategies(command):
     line = " ".join(_help([command], 10_000).split("\n  --S ", 1)[1].split("\n", 1)[0].split())
-    assert "[p for pipeline, 1 for data+tensor+pipeline]" in line
+    if command == "codesign":  # it chooses among lists: every micro-batch size for data+tensor+pipeline
+        assert "[p for pipeline, every divisor of b for data+tensor+pipeline]" in line
+    else:
+        assert "[p for pipeline, 1 for data+tensor+pipeline]" in line

@@ -161,7 +161,7 @@ def test_global_batch_and_micro_batch_in_a_sweep(tmp_path):
     row = next(
         r
         for r in tensor
-        if (r["p"], r["global_batch"], r["tp"], r["pp"], r["recompute"]) == (8, 24, 2, 1, 2) and r["S"] == 3
+        if (r["p"], r["global_batch"], r["tp"], r["pp"], r["recompute"]) == (8, 24, 2, 1, "full") and r["S"] == 3
     )
     assert (row["p1"], row["b"]) == (4, 6)
     one = api.estimate(
@@ -192,10 +192,10 @@ def test_vp_sp_precision_are_spec_axes_and_columns(tmp_path):
     rows = ds.dataset(tmp_path / "new").to_table().to_pylist()
     tensor = [r for r in rows if r["strategy"] == "data+tensor+pipeline"]
     assert sorted((r["vp"], r["sp"], r["precision"]) for r in tensor) == [
-        (v, s, c) for v in (1, 2) for s in (0, 1) for c in (0, 1)
+        (v, s, c) for v in (1, 2) for s in (0, 1) for c in ("bf16", "fp8")
     ]
-    # data has none of them: the defaults (vp 1, sp 0, precision bf16 = code 0)
-    assert all((r["vp"], r["sp"], r["precision"]) == (1, 0, 0) for r in rows if r["strategy"] == "data")
+    # data has none of them: the defaults (vp 1, sp 0, precision bf16), a categorical one by name
+    assert all((r["vp"], r["sp"], r["precision"]) == (1, 0, "bf16") for r in rows if r["strategy"] == "data")
 
 
 def test_the_kernel_receives_every_own_axis(monkeypatch):
@@ -211,8 +211,12 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
         return cost._replace(t_halo_s=cfg.vp + 10 * cfg.sp + 100 * cfg.precision + 1000 * cfg.tp)
 
     monkeypatch.setitem(evaluate.STRATEGIES, "data+tensor+pipeline", spy)
-    row = api.estimate(
-        SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, vp=2, sp=1, precision="fp8"
-    )
+    evaluate.jitted.cache_clear()  # an evaluator compiled by an earlier test holds the real kernel
+    try:
+        row = api.estimate(
+            SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, vp=2, sp=1, precision="fp8"
+        )
+    finally:
+        evaluate.jitted.cache_clear()
     assert row["t_halo_s"] == 2 + 10 * 1 + 100 * 1 + 1000 * 2
-    assert (row["vp"], row["sp"], row["precision"]) == (2, 1, 1)
+    assert (row["vp"], row["sp"], row["precision"]) == (2, 1, "fp8")
