@@ -161,7 +161,8 @@ def test_global_batch_and_micro_batch_in_a_sweep(tmp_path):
     row = next(
         r
         for r in tensor
-        if (r["p"], r["global_batch"], r["tp"], r["pp"], r["recompute"]) == (8, 24, 2, 1, "full") and r["S"] == 3
+        if (r["p"], r["global_batch"], r["tp"], r["pp"], r["recompute"]) == (8, 24, 2, 1, "full")
+        and r["S"] == 3
     )
     assert (row["p1"], row["b"]) == (4, 6)
     one = api.estimate(
