@@ -53,16 +53,6 @@ OPTIONAL_KEYS: dict[str, float] = {
     "gpu_flops_fp8": 0.0,
     "overlap_grad_reduce": 0.0,
 }
-#: The optional keys of data+tensor+pipeline's GEMMs by shape and pipeline sends (docs/model.md §16).
-GEMM_AND_SEND_KEYS = (
-    "gpu_sms",
-    "gemm_tile_m",
-    "gemm_tile_n",
-    "scatter_gather",
-    "attention",
-    "gpu_flops_fp8",
-    "overlap_grad_reduce",
-)
 #: Parameters that must be > 0 (the rest: wu_passes, optimizer_states, mem_passes,
 #: op_latency_s, eltwise_traffic >= 0; efficiency in (0, 1]).
 POSITIVE = {
@@ -242,10 +232,8 @@ class MachineProfile:
         optional = {k: self.params.get(k, default) for k, default in OPTIONAL_KEYS.items()}
         return Machine(
             **p,
-            mem_passes=np.asarray(optional["mem_passes"], dtype=dtype),
-            op_latency_s=np.asarray(optional["op_latency_s"], dtype=dtype),
-            eltwise_traffic=np.asarray(optional["eltwise_traffic"], dtype=dtype),
-            **{k: np.asarray(optional[k], dtype=dtype) for k in GEMM_AND_SEND_KEYS},
+            # every optional key is a Machine field of its name, but the per-kind efficiencies (an array)
+            **{k: np.asarray(v, dtype=dtype) for k, v in optional.items() if k not in KIND_EFFICIENCY_PARAMS},
             kind_efficiency=np.asarray([optional[k] for k in KIND_EFFICIENCY_PARAMS], dtype=dtype),
             inter_span_nodes=np.asarray(self.inter_span_nodes, dtype=dtype),
             inter_alpha_s=np.asarray(self.inter_alpha_s, dtype=dtype),
