@@ -127,11 +127,9 @@ def test_sensitivity_of_tensor_rows(tmp_path):
 
 # ------------------------------------------------------------------ the batch as users set it
 
-BATCH_SPEC = {
+BATCH_SPEC = {  # SPEC's model, machine and strategies; the batch by global batch and micro-batch
+    **SPEC,
     "name": "gpt-tiny-batch",
-    "model": "gpt-l2-h64-a4-s32-v100",
-    "machine": "a100-ib800",
-    "strategies": ["data", "data+tensor+pipeline"],
     "axes": {
         "p": [4, 8],
         "global_batch": [16, 24],
