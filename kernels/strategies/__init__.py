@@ -32,7 +32,9 @@ _KERNELS = {e.kernel_path.split(":")[1]: e.kernel_path.split(":")[0] for e in RE
 
 def __getattr__(name: str) -> Any:
     if name == "STRATEGIES":  # strategy name (docs/model.md §2, column ``strategy``) to kernel
-        return {s: e.kernel for s, e in REGISTRY.items()}
+        # built once, on first use: later reads find the module attribute, not this hook
+        table = globals()["STRATEGIES"] = {s: e.kernel for s, e in REGISTRY.items()}
+        return table
     if name in _KERNELS:
         return getattr(importlib.import_module(_KERNELS[name]), name)
     raise AttributeError(f"module 'kernels.strategies' has no attribute {name!r}")
