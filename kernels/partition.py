@@ -125,15 +125,23 @@ def stage_partitions(names: np.ndarray, flops: np.ndarray) -> Stages:
 
     A network with attention layers is cut only between its blocks (Megatron-LM places whole
     transformer layers on a stage, the embedding with the first, the final layernorm and the
-    output layer with the last): the min-max partition of the blocks' training FLOPs, P = the
-    number of blocks. Any other network is cut between layers, P = G.
+    output layer with the last), P = the number of blocks: L / pp blocks on each stage when pp
+    divides the L blocks, as Megatron-LM does, else the min-max partition of the blocks'
+    training FLOPs. Any other network is cut between layers, P = G.
     """
     if not (names == "attention").any():
         return Stages(np.arange(len(flops)), partitions(flops))
     units = np.concatenate([[0], block_starts(names)]).astype(np.int64)
     cost = np.add.reduceat(flops, units)
     candidates = contiguous_sums(cost)
-    return Stages(units, [minmax_partition(cost, p, candidates) for p in range(1, len(cost) + 1)])
+    n = len(cost)
+    return Stages(
+        units,
+        [
+            list(range(0, n, n // p)) if n % p == 0 else minmax_partition(cost, p, candidates)
+            for p in range(1, n + 1)
+        ],
+    )
 
 
 def upper_envelope(slopes: np.ndarray, intercepts: np.ndarray) -> list[int]:

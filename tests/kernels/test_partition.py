@@ -44,6 +44,20 @@ def test_gpt_stages_are_whole_blocks():
     assert float(net.n_layers) == 1 + 40 + 2
 
 
+def test_gpt_stages_split_the_blocks_evenly_when_pp_divides_them():
+    """Megatron-LM puts L / pp blocks on each stage whatever the embedding and output layer cost
+    (docs/model.md §16); only a pp that does not divide the blocks takes the min-max partition.
+    GPT of 4 blocks, h = 8, s = 4, V = 1,000: a block 21,312 training FLOPs (as above), the tail
+    3 s (4 h + 2 h V) = 12 (32 + 16,000) = 192,384. pp = 2: two blocks each, the last stage
+    2 * 21,312 + 192,384 = 235,008 (the min-max split would be 3 | 1: 213,696); pp = 3 does not
+    divide 4: min-max, 2 | 1 | 1 blocks, the largest the last block and the tail: 213,696."""
+    model = gpt("g", 4, 8, 2, 4, vocab=1000)
+    net = kernels.build_net(to_arrays(model), 100)
+    np.testing.assert_array_equal(net.pipeline.flops_max[2:4], [235_008, 213_696])
+    stages = partition.stage_partitions(names_of(model), np.ones(len(names_of(model))))
+    assert stages.parts[1] == [0, 2] and stages.parts[3] == [0, 1, 2, 3]
+
+
 def test_cnn_stages_are_layers(small_net):
     assert float(small_net.n_stages) == float(small_net.n_layers) == 3
 
