@@ -138,13 +138,10 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         pp == 1, one_stage, jnp.where(vp > 1, net.dataset_samples * slots / s * stage_s / dp, stages)
     )
     comp = comp + its * terms.update_s(machine, w_stage)
-    # the launch cost of the busiest stage's operations, once per micro-batch slot of 1F1B
-    comp = comp + its * slots * misc[OPS] * machine.op_latency_s
     # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
     traffic = _value(misc[jnp.array([TRAFFIC_TOTAL, TRAFFIC_SPLIT])], z, tp, sp)
-    comp = comp + net.dataset_samples / dp * (slots / s) * (
-        machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
-    )
+    traffic_s = machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
+    comp = comp + net.dataset_samples / dp * (slots / s) * traffic_s
     delta = machine.bytes_per_element
     micro = cfg.b / s
     grad = _gradient_allreduce(machine, own, dp, delta * w_stage)
@@ -153,7 +150,16 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     hidden = micro * 2.0 / 3.0 * stage_s
     grad = jnp.where(machine.overlap_grad_reduce > 0, jnp.maximum(grad - hidden, 0.0), grad)
     # with sequence parallelism each allreduce is a reduce-scatter and an all-gather: the same time
-    tensor = slots * _tensor_allreduce(machine, misc, tp, micro * delta)
+    per_micro = _tensor_allreduce(machine, misc, tp, micro * delta)
+    tensor = slots * per_micro
+    # the host: the busiest stage's operations (and its tensor-parallel collectives) cost
+    # op_latency_s each to issue; the GPU runs them as they come, so a micro-batch slot takes
+    # the longer of the host's issue time and the GPU's work: what the GPU's work does not hide
+    # is exposed, once per micro-batch slot of the schedule (docs/model.md §16)
+    collectives_issued = jnp.where(tp > 1, misc[AR_COUNT] * jnp.where(sp > 0, 2.0, 1.0), 0.0)
+    host = (misc[OPS] + collectives_issued) * machine.op_latency_s
+    gpu = micro * (stage_s + traffic_s) + per_micro
+    comp = comp + its * slots * jnp.maximum(host - gpu, 0.0)
     p2p = _p2p(machine, cfg.p, own, s, dp, its, micro * delta * misc[Y_BOUNDARY])
     # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
     # as selective recomputation (docs/model.md §16)

@@ -130,26 +130,40 @@ def test_recompute_adds_forward_work():
     assert float(deep[2].mem_bytes) < float(deep[1].mem_bytes) < float(deep[0].mem_bytes)
 
 
-def test_op_latency_per_micro_batch():
-    """op_latency_s (docs/model.md §16): I (S + pp - 1) ops lambda on the compute. Operations per
-    micro-batch (transformer.OPS_PER_KIND, forward + backward): embed 4 + 3, attention 5 + 7, the
-    other 11 layers (ln1, qkv, proj, add1, ln2, up, gelu, down, add2, ln_f, out) 1 + 2 each:
-    7 + 12 + 33 = 52. Selective recomputes the attention's 5 forward ops: 57; full every layer's
-    forward again, 4 + 5 + 11 = 20 more: 72. With pp = 2 on two blocks (a block: 12 + 9 * 3 = 39)
-    the busier stage is embed and block 0: 7 + 39 = 46 (block 1, ln_f and out: 45)."""
-    lam = machine(op_latency_s=1e-3)
-    for r, ops in ((0, 52), (1, 57), (2, 72)):
+def test_op_latency_host_bound():
+    """op_latency_s (docs/model.md §16): the host issues each operation in lambda; a micro-batch slot
+    takes the longer of the host's issue time and the GPU's work, so I (S + pp - 1) max(0, host - gpu)
+    is added to the compute. Operations per micro-batch (transformer.OPS_PER_KIND, forward +
+    backward): embed 4 + 3, attention 5 + 7, the other 11 layers (ln1, qkv, proj, add1, ln2, up, gelu,
+    down, add2, ln_f, out) 1 + 2 each: 7 + 12 + 33 = 52. Selective recomputes the attention's 5
+    forward ops: 57; full every layer's forward again, 4 + 5 + 11 = 20 more: 72. tp = 2 issues its
+    6 allreduces per micro-batch too (proj, down, embed forward; qkv, up, out backward), full
+    recomputation 9 (the forward's three again).
+
+    The worked example's GPU work per micro-batch (m = 2): stage 1,824 FLOPs per sample at 1,000
+    FLOP/s, 3.648 s, plus 6 allreduces of 0.034 s, 0.204 s: 3.852 s. Selective: stage 1,856 (the
+    attention's 64 forward FLOPs again, split), 3.712 + 0.204; full: 4/3 of 1,824 = 2,432, 4.864 +
+    9 * 0.034 = 5.17. I = 2, S + pp - 1 = 2."""
+    # lambda = 1 ms: the host's 58 ms is hidden under the GPU's 3.852 s
+    small = machine(op_latency_s=1e-3)
+    for r in (0, 1, 2):
         base = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r))
-        c = TENSOR(tiny(), lam, cfg(4, 4, 2, tp=2, recompute=r))
-        # I = 2, S + pp - 1 = 2
-        assert float(c.t_comp_s) - float(base.t_comp_s) == pytest.approx(2 * 2 * ops * 1e-3, rel=1e-12)
+        assert float(TENSOR(tiny(), small, cfg(4, 4, 2, tp=2, recompute=r)).t_comp_s) == float(base.t_comp_s)
+    # lambda = 1 s: 2 * 2 * (58 - 3.852), (63 - 3.916), (81 - 5.17) exposed
+    big = machine(op_latency_s=1.0)
+    for r, exposed in ((0, 58 - 3.852), (1, 63 - 3.916), (2, 81 - 5.17)):
+        base = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, recompute=r))
+        c = TENSOR(tiny(), big, cfg(4, 4, 2, tp=2, recompute=r))
+        assert float(c.t_comp_s) - float(base.t_comp_s) == pytest.approx(2 * 2 * exposed, rel=1e-12)
         assert float(c.t_allreduce_s) == float(base.t_allreduce_s)
-    # the worked example's 15.152 s plus 2 * 2 * 52 ms
-    assert float(TENSOR(tiny(), lam, cfg(4, 4, 2, tp=2)).t_comp_s) == pytest.approx(15.36, rel=1e-12)
-    # pp = 2, S = 2: I = 2, S + pp - 1 = 3: 2 * 3 * 46 ms on top of the pp = 2 example's 40.736 s
+    # a GPU of unbounded speed, pp = 2 on two blocks (a block: 12 + 9 * 3 = 39 operations), tp = 1:
+    # the first stage (embed and block 0) issues 7 + 39 = 46, the last (block 1, ln_f, out) 45;
+    # I = 2, S + pp - 1 = 3: 2 * 3 * 46 ms exposed, nothing to hide it
+    fast = {"gpu_flops": 1e30, "gpu_mem_bw_Bps": 1e30}
     two = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
-    c = TENSOR(two, lam, cfg(4, 4, 2, pp=2))
-    assert float(c.t_comp_s) == pytest.approx(40.736 + 0.276, rel=1e-12)
+    base = TENSOR(two, machine(**fast), cfg(4, 4, 2, pp=2))
+    c = TENSOR(two, machine(op_latency_s=1e-3, **fast), cfg(4, 4, 2, pp=2))
+    assert float(c.t_comp_s) - float(base.t_comp_s) == pytest.approx(2 * 3 * 46e-3, rel=1e-9)
 
 
 def test_memory_bound_traffic():
