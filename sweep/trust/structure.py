@@ -88,12 +88,17 @@ def parameter_groups(
     # a cost per operation launched (docs/model.md §16), where the machine has one: its prior is
     # log-normal around the profile's value, so a profile without one leaves it out
     launches = any(meas.bound(r).profile.value("op_latency_s") > 0 for r in meas.runs)
+    # runs inside one node say nothing of the network between nodes: a factor on a collective's
+    # whole time, fitted on their NVLink collectives, would be carried to the inter-node ones of a
+    # larger run. Such a fit moves the intra-node link (``network``) and leaves the factors out.
+    one_node = all(r.p <= meas.bound(r).profile.value("gpus_per_node") for r in meas.runs)
+    comm_factors = () if one_node else ("comm",)
     out = {
         "models": [f"model.{m}.compute" for m in models],
         "compute": ["gpu_flops", *(["op_latency_s"] if launches else [])],
         "network": ["inter_bandwidth_Bps", "inter_alpha_s", "intra_bandwidth_Bps", "intra_alpha_s"],
-        "collectives": [f"collective.{t}" for t in COMM_TERMS],
-        "factors": [f"overheads.{s}.{t}" for s in strategies for t in ("compute", "comm")],
+        "collectives": [] if one_node else [f"collective.{t}" for t in COMM_TERMS],
+        "factors": [f"overheads.{s}.{t}" for s in strategies for t in ("compute", *comm_factors)],
         "additive": [f"overheads.{s}.{t}" for s in strategies for t in ("per_sample_s", "per_iter_s")],
         "input": [f"overheads.{s}.per_input_s" for s in strategies],
     }

@@ -454,3 +454,22 @@ def test_cli_calibrate_refuses_bad_objective_options(runner, tmp_path, args, nee
     result = runner.invoke(cli, ["calibrate", str(small_csv(tmp_path)), "--machine", "abci", *args])
     assert result.exit_code == 2, result.output
     assert needle in result.output + result.stderr
+
+
+def test_runs_inside_one_node_leave_the_collective_factors_out(tmp_path, abci):
+    """A default fit on runs that never leave a node (p <= gpus_per_node = 4 on abci) moves the
+    intra-node link but fits no factor on a collective's whole time (collective.<kind>,
+    overheads.<strategy>.comm): such a factor would be carried to the inter-node collectives of
+    larger runs that it never saw (docs/trust.md). One run across nodes brings them back."""
+    head = "model,strategy,p,b,machine,iter_time_s\n"
+    inside = [f"alexnet,data,{p},32,abci,0.1" for p in (1, 2, 4)]
+    path = tmp_path / "one_node.csv"
+    path.write_text(head + "\n".join(inside) + "\n")
+    groups = parameter_groups(read_measurements(path, machine=abci))
+    assert groups["collectives"] == []
+    assert groups["factors"] == ["overheads.data.compute"]
+    assert "intra_bandwidth_Bps" in groups["network"]
+    path.write_text(head + "\n".join([*inside, "alexnet,data,8,32,abci,0.1"]) + "\n")
+    groups = parameter_groups(read_measurements(path, machine=abci))
+    assert "collective.allreduce" in groups["collectives"]
+    assert groups["factors"] == ["overheads.data.compute", "overheads.data.comm"]
