@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from kernels import gemm
+from sweep.inputs.machines import load_machine
 from tests.kernels.test_megatron import machine
 
 
@@ -39,3 +40,27 @@ def test_slowdown_of_a_linear_and_an_attention_core():
     m = machine(gpu_sms=2.0, gemm_tile_m=2.0, gemm_tile_n=2.0)
     shapes = np.array([[0.0, 4.0, 8.0, 2.0], [2.0, 4.0, 2.0, 2.0]])
     np.testing.assert_allclose(gemm.slowdown(m, shapes, 1.0, 2.0, 1e3), [1.0, 2.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("batch", "m", "n", "k", "measured_tflops"),
+    [
+        # OpenXLA's default matmul performance table, sm_90 ("NVIDIA H100 80GB HBM3"), BF16 x BF16 -> BF16
+        # (xla/service/gpu/model/matmul_interpolator_data.h): FLOP/s of each (b, m, n, k)
+        (1, 4096, 2048, 4096, 764.093),
+        (2, 2048, 1024, 4096, 742.303),
+        (1, 2048, 4096, 2048, 717.502),
+    ],
+)
+def test_large_h100_gemms_against_measured_rates(batch, m, n, k, measured_tflops):
+    """dgx-h100's GEMM model (132 SMs, 128 x 128 tiles, 0.77 * 989 = 761.53 TFLOP/s) against measured
+    H100 GEMMs of two and more waves, within 5 %. By hand, (1, 4096, 2048, 4096): 32 * 16 = 512 tiles,
+    4 waves of 132: 4 * 2 * 128^2 * 4096 * 132 / 761.53e12 = 93.06 us for 2 * 4096 * 2048 * 4096 =
+    68.72e9 FLOPs, 738.4 TFLOP/s; (2, 2048, 1024, 4096): 256 tiles, 2 waves, the same 738.4;
+    (1, 2048, 4096, 2048): 512 tiles, 4 waves of half the k, 738.4."""
+    h100 = load_machine("dgx-h100").pytree()
+    rate = 0.77 * 989e12
+    seconds = float(gemm.gemm_s(h100, float(m), float(n), float(k), float(batch), rate))
+    predicted = 2.0 * batch * m * n * k / seconds / 1e12
+    assert predicted == pytest.approx(738.4, rel=1e-3)
+    assert predicted == pytest.approx(measured_tflops, rel=0.05)
