@@ -67,7 +67,7 @@ def best_split(frame: pd.DataFrame) -> str:
 
 def held_out(sets=None) -> tuple[str, pd.DataFrame]:
     """Calibrate on the single-node runs (p <= 8) with default options; predict the others."""
-    rows = list(csv.DictReader(MEASURED.open()))
+    rows = list(csv.DictReader(MEASURED.read_text().splitlines()))
     with tempfile.TemporaryDirectory() as d:
         paths = {k: Path(d) / f"{k}.csv" for k in ("single", "multi")}
         for key, keep in (("single", lambda r: int(r["p"]) <= 8), ("multi", lambda r: int(r["p"]) > 8)):

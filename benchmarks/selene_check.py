@@ -57,7 +57,7 @@ def runs(sets) -> list[str]:
         "|---|---|--:|--:|--:|--:|--:|--:|---|",
     ]
     accs = []
-    for r in csv.DictReader(RUNS.open()):
+    for r in csv.DictReader(RUNS.read_text().splitlines()):
         ints = {k: int(r[k]) for k in ("p", "b", "S", "tp", "pp", "zero", "vp", "sp")}
         pred, limit = iteration_s(r["model"], mach, rate, recompute=r["recompute"], **ints)
         meas = float(r["iter_time_s"])
@@ -77,7 +77,7 @@ def layer(sets) -> list[str]:
         "| recompute | sp | forward ms (measured, predicted) | backward ms (measured, predicted) |",
         "|---|--:|--:|--:|",
     ]
-    for r in csv.DictReader(LAYER.open()):
+    for r in csv.DictReader(LAYER.read_text().splitlines()):
         h = r["model"].split("-")
         one, two = (f"gpt-l{n}-{'-'.join(h[2:])}" for n in (1, 2))
         tp, mb, sp = int(r["tp"]), int(r["micro_batch"]), int(r["sp"])
