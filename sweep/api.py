@@ -362,10 +362,6 @@ def codesign(
     S: Sequence[int] | int | None = None,
     global_batch: Sequence[int] | int | None = None,
     micro_batch: Sequence[int] | int | None = None,
-    tp: Sequence[int] | int | None = None,
-    pp: Sequence[int] | int | None = None,
-    recompute: Sequence[int | str] | int | str | None = None,
-    zero: Sequence[int] | int | None = None,
     target: str | Target | None = None,
     beats: str | None = None,
     metric: str = "t_epoch_s",
@@ -373,15 +369,18 @@ def codesign(
     grid: int | None = None,
     set: Sets = None,
     lc: str | None = None,
+    **own: Sequence[int | str] | int | str | None,
 ) -> list[Answer]:
     """The value of machine parameter ``param`` at which a target starts to hold, one
     :class:`~sweep.answers.codesign.Answer` per GPU count in ``p`` (``sweep codesign``).
 
     ``beats``: the strategies' best configuration beats this rival's; ``target``: the best
     meets e.g. ``"t_epoch_s <= 10"``; both may be given. ``b`` or ``global_batch`` (alias ``B``)
-    list the batches to choose from; ``micro_batch``, ``tp``, ``pp``, ``recompute``, ``zero`` the
-    values data+tensor+pipeline chooses from at every value of ``param`` (default: every legal
-    one). ``Answer.threshold`` is the crossing,
+    list the batches to choose from; ``micro_batch`` and the strategies' own axes by name, one
+    keyword per axis of the registry (data+tensor+pipeline's ``tp``, ``pp``, ``recompute``,
+    ``zero``, ``vp``, ``sp``, ``precision``), the values chosen from at every value of ``param``
+    (default: every legal value of tp, pp, recompute and zero, the others at their default).
+    ``Answer.threshold`` is the crossing,
     ``Answer.to_json()`` what ``--json`` prints, and
     :func:`sweep.answers.codesign.format_answer` the report.
 
@@ -397,9 +396,8 @@ def codesign(
     with backend.computation(x64=True):
         return questions.codesign(
             model, machine, strategies, param, p=p, b=b, B=B if global_batch is None else global_batch,
-            p2=p2, S=S, micro_batch=micro_batch, tp=tp, pp=pp, recompute=recompute, zero=zero,
-            target=target, beats=beats, metric=metric, range=range, grid=grid or questions.GRID, lc=lc,
-            set=set,
+            p2=p2, S=S, micro_batch=micro_batch, own=own, target=target, beats=beats, metric=metric,
+            range=range, grid=grid or questions.GRID, lc=lc, set=set,
         )  # fmt: skip
 
 

@@ -33,7 +33,9 @@ class Axis(NamedTuple):
     ``choices`` makes the axis categorical: its values are the names, carried
     as their index. Otherwise the values are whole numbers in ``[minimum,
     maximum]`` (``maximum`` None: unbounded). ``default`` is the value when not
-    given (the code, for a categorical axis).
+    given (the code, for a categorical axis). ``searched``: co-design tries every
+    legal value of the axis when a question does not list its values (otherwise
+    the default).
     """
 
     name: str
@@ -42,6 +44,7 @@ class Axis(NamedTuple):
     minimum: int = 1
     maximum: int | None = None
     choices: tuple[str, ...] = ()
+    searched: bool = False
 
     def code(self, value: Any) -> int:
         """The code of a value a person gave (a name of ``choices``, or a whole number in range);
@@ -123,10 +126,12 @@ def _tensor_group(p, p2, own: Mapping[str, Any]):
 
 #: data+tensor+pipeline's own axes (docs/model.md §16).
 TENSOR_AXES: tuple[Axis, ...] = (
-    Axis("tp", 1, "tensor-parallel degree (GPUs splitting each layer)"),
-    Axis("pp", 1, "pipeline stages"),
-    Axis("recompute", 0, "activation recomputation", minimum=0, choices=RECOMPUTE),
-    Axis("zero", 0, "ZeRO-1: optimizer state sharded over data-parallel replicas (0 or 1)", 0, 1),
+    Axis("tp", 1, "tensor-parallel degree (GPUs splitting each layer)", searched=True),
+    Axis("pp", 1, "pipeline stages", searched=True),
+    Axis("recompute", 0, "activation recomputation", minimum=0, choices=RECOMPUTE, searched=True),
+    Axis(
+        "zero", 0, "ZeRO-1: optimizer state sharded over data-parallel replicas (0 or 1)", 0, 1, searched=True
+    ),
     Axis("vp", 1, "model chunks per GPU of the interleaved 1F1B schedule (1: plain 1F1B)"),
     Axis("sp", 0, "sequence parallelism (0 or 1)", 0, 1),
     Axis("precision", 0, "number format of the GEMMs", minimum=0, choices=PRECISION),

@@ -472,11 +472,7 @@ def codesign(
     p2: Sequence[int] | int | None = None,
     S: Sequence[int] | int | None = None,
     micro_batch: Sequence[int] | int | None = None,
-    tp: Sequence[int] | int | None = None,
-    pp: Sequence[int] | int | None = None,
-    recompute: Sequence[int | str] | int | str | None = None,
-    zero: Sequence[int] | int | None = None,
-    own: Mapping[str, Sequence[int | str] | int | str] | None = None,
+    own: Mapping[str, Sequence[int | str] | int | str | None] | None = None,
     target: str | Target | None = None,
     beats: str | None = None,
     metric: str = "t_epoch_s",
@@ -491,10 +487,11 @@ def codesign(
     overrides machine parameters. ``b`` (samples per replica) or ``B`` (fixed global
     batches) list the batches to choose from; ``p2`` and ``S`` the hybrids' group sizes
     and the pipeline's micro-batches (default: gpus_per_node and p); ``micro_batch`` sizes give
-    S = b / size instead. ``tp``, ``pp``, ``recompute``, ``zero`` (and any own axis of a strategy
-    in ``own``, by name) list the values data+tensor+pipeline chooses from at every value of the
-    parameter (default: every legal value, :func:`legal_values`; micro-batch sizes default to
-    every divisor of b). The predicate is
+    S = b / size instead. ``own`` lists, by axis name, the values of a strategy's own axes it
+    chooses from at every value of the parameter (data+tensor+pipeline's ``tp``, ``pp``,
+    ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``); an axis not listed takes every legal
+    value where the registry marks it ``searched`` (:func:`legal_values`), else its default;
+    micro-batch sizes default to every divisor of b. The predicate is
     ``target`` (``"t_epoch_s <= 10"``) and/or ``beats`` (a rival strategy), searched over
     ``range`` (default: the machine's value / 64 to x 64) on a ``grid`` of values.
     """
@@ -513,8 +510,7 @@ def codesign(
     bound = Bound.of(loaded, profile)
     lo, hi = range if range is not None else (None, None)
     names = [strategies] if isinstance(strategies, str) else list(strategies)
-    lists = {"tp": tp, "pp": pp, "recompute": recompute, "zero": zero, **(own or {})}
-    own_lists = tuple((k, codes(k, v)) for k, v in lists.items() if v is not None)
+    own_lists = tuple((k, codes(k, v)) for k, v in (own or {}).items() if v is not None)
     question = functools.partial(
         Question,
         strategies=tuple(x.strip() for n in names for x in n.split(",") if x.strip()),
@@ -577,7 +573,7 @@ def _format_row(r: dict, metric: str) -> str:
     extra = f"  p2={r['p2']}" if entry.uses("p2") else ""
     extra += f"  S={r['S']}" if entry.uses("S") else ""
     extra += f"  micro_batch={r['micro_batch']}" if "micro_batch" in r else ""
-    extra += "".join(f"  {x.name}={r[x.name]}" for x in entry.own if x.name in r and x.name in _SHOWN)
+    extra += "".join(f"  {x.name}={r[x.name]}" for x in entry.own if x.name in r and _shown(x, r[x.name]))
     state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
     return (
         f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
@@ -586,5 +582,7 @@ def _format_row(r: dict, metric: str) -> str:
     )
 
 
-#: Own axes a report line shows (the others are in ``--json``).
-_SHOWN = ("tp", "pp", "recompute", "zero")
+def _shown(axis: registry.Axis, value) -> bool:
+    """Whether a report line shows an own axis: one co-design searches, or one away from its
+    default (the others are in ``--json``)."""
+    return axis.searched or value != axis.label(axis.default)

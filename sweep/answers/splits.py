@@ -68,15 +68,11 @@ def batch_split(
     return max(b, 1), max(S, 1), ok and s_rest == 0 and S >= 1
 
 
-#: Own axes whose every legal value co-design searches by default; the others take their default.
-SEARCHED = ("tp", "pp", "recompute", "zero")
-
-
 def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
     """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
     tp dividing the attention heads and p, pp up to the transformer blocks (the layers of a model
     without attention) with tp pp dividing p, every recomputation mode, ZeRO 0 and 1; the axes
-    not in :data:`SEARCHED` their default."""
+    the registry does not mark ``searched`` their default."""
     entry = registry.entry(strategy)
     heads = int(np.asarray(bound.net.transformer.heads))
     attention = sum(1 for layer in bound.model.layers if layer.kind == "attention")
@@ -87,9 +83,9 @@ def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ..
             out["tp"] = tuple(t for t in range(1, min(heads, p) + 1) if heads % t == 0 and p % t == 0)
         elif axis.name == "pp":
             out["pp"] = tuple(range(1, min(blocks, p) + 1))  # tp pp | p is checked per pair
-        elif axis.name in SEARCHED and axis.choices:
+        elif axis.searched and axis.choices:
             out[axis.name] = tuple(range(len(axis.choices)))
-        elif axis.name in SEARCHED and axis.maximum is not None:
+        elif axis.searched and axis.maximum is not None:
             out[axis.name] = tuple(range(axis.minimum, axis.maximum + 1))
         else:
             out[axis.name] = (axis.default,)

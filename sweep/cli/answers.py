@@ -11,10 +11,17 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from typing import Any
 
 import click
 
-from sweep.cli.options import configuration_options, handle_errors, parse_set
+from sweep.cli.options import (
+    configuration_list_options,
+    configuration_options,
+    handle_errors,
+    parse_list,
+    parse_set,
+)
 from sweep.errors import InputError
 
 SOURCE = click.argument("source", metavar="DIR|FILE", type=click.Path())
@@ -90,25 +97,6 @@ def _ints(text: str | None, option: str) -> tuple[int, ...] | None:
     if not out:
         raise InputError(f"{option} is empty")
     return tuple(out)
-
-
-def _words(text: str | None, option: str) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    out = tuple(w.strip() for w in text.split(",") if w.strip())
-    if not out:
-        raise InputError(f"{option} is empty")
-    return out
-
-
-def _zeros(text: str | None) -> tuple[int, ...] | None:
-    """A list of ZeRO stages (0 is a legal value, unlike the other lists)."""
-    words = _words(text, "--zero")
-    if words is None:
-        return None
-    if any(w not in ("0", "1") for w in words):
-        raise InputError(f"--zero takes 0 and/or 1, got '{text}'")
-    return tuple(int(w) for w in words)
 
 
 # ----------------------------------------------------------------------------- queries
@@ -245,10 +233,7 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
     metavar="LIST",
     help="Or: micro-batch sizes, S = b / size [every divisor of b].",
 )
-@click.option("--tp", "tp_text", metavar="LIST", help="Tensor-parallel degrees [every legal one].")
-@click.option("--pp", "pp_text", metavar="LIST", help="Pipeline stages [every legal count].")
-@click.option("--recompute", "recompute_text", metavar="LIST", help="none, selective, full [all].")
-@click.option("--zero", "zero_text", metavar="LIST", help="ZeRO stages, 0 and/or 1 [both].")
+@configuration_list_options
 @click.option("--range", "range_text", metavar="LO:HI", help="Search range [value/64 : value*64].")
 @click.option("--grid", type=int, default=4096, show_default=True, help="Dense grid size before bisection.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
@@ -256,7 +241,7 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
 @handle_errors
 def codesign(
     model_spec, lc, machine_spec, param, strategies, beats, target, metric, p_text, b_text, B_text,
-    p2_text, S_text, mb_text, tp_text, pp_text, recompute_text, zero_text, range_text, grid, sets, as_json,
+    p2_text, S_text, mb_text, range_text, grid, sets, as_json, **own_text,
 ) -> None:  # fmt: skip
     """Smallest (or largest) value of a machine parameter at which a target holds.
 
@@ -267,8 +252,9 @@ def codesign(
     meets e.g. t_epoch_s <= 10), over the given b (or global batch B), p2, S.
     data+tensor+pipeline's software is re-optimised at every value: the best
     feasible split over --tp, --pp, --micro-batch, --recompute, --zero (every
-    legal value by default) is chosen there, and the answer shows it on each
-    side of the threshold.
+    legal value by default) and --vp, --sp, --precision (their defaults unless
+    listed) is chosen there, and the answer shows it on each side of the
+    threshold.
 
     \b
     Example:
@@ -282,13 +268,11 @@ def codesign(
     from sweep import api
     from sweep.answers.codesign import format_answer
 
+    own: dict[str, Any] = {name: parse_list(name, text) for name, text in own_text.items()}
     answers = api.codesign(
         model_spec, machine_spec, _names(strategies), param, p=_ints(p_text, "--p") or (),
         b=_ints(b_text, "--b"), B=_ints(B_text, "--global-batch"), p2=_ints(p2_text, "--p2"),
-        S=_ints(S_text, "--S"), micro_batch=_ints(mb_text, "--micro-batch"), tp=_ints(tp_text, "--tp"),
-        pp=_ints(pp_text, "--pp"), recompute=_words(recompute_text, "--recompute"),
-        zero=_zeros(zero_text),
-        target=target, beats=beats, metric=metric, range=_range(range_text), grid=grid,
+        S=_ints(S_text, "--S"), micro_batch=_ints(mb_text, "--micro-batch"), **own, target=target, beats=beats, metric=metric, range=_range(range_text), grid=grid,
         set=parse_set(sets), lc=lc,
     )  # fmt: skip
     for i, a in enumerate(answers):

@@ -117,6 +117,42 @@ def configuration_options(fn):
     return fn
 
 
+def configuration_list_options(fn):
+    """One ``--<axis> LIST`` option per configuration axis of the strategy registry
+    (:data:`OWN_AXES`), the values a question chooses from; the command receives them as
+    keywords of their axis names, a tuple (names of a categorical axis, whole numbers otherwise)
+    or None where not given (:func:`parse_list`)."""
+    for axis in reversed(OWN_AXES.values()):
+        values = f"a list of {', '.join(axis.choices)}" if axis.choices else "a list"
+        default = "every legal value" if axis.searched else f"{axis.label(axis.default)}"
+        text = f"{axis.help[0].upper()}{axis.help[1:]}; {values} [{default}]."
+        fn = click.option(flag(axis.name), axis.name, metavar="LIST", default=None, help=text)(fn)
+    return fn
+
+
+def parse_list(name: str, text: str | None) -> tuple[int | str, ...] | None:
+    """A comma-separated list of one own axis's values as given: names of a categorical axis,
+    whole numbers otherwise (checked against the axis by the question)."""
+    if text is None:
+        return None
+    words = [w.strip().replace("_", "") for w in text.split(",") if w.strip()]
+    if not words:
+        raise InputError(f"{flag(name)} is empty")
+    if OWN_AXES[name].choices:
+        return tuple(words)
+    try:
+        return tuple(_whole_number(w) for w in words)
+    except ValueError:
+        raise InputError(f"{flag(name)} takes whole numbers, got '{text}'") from None
+
+
+def _whole_number(word: str) -> int:
+    value = float(word)
+    if value != int(value):
+        raise ValueError(word)
+    return int(value)
+
+
 def parse_set(values: tuple[str, ...]) -> dict[str, float | str]:
     """``--set KEY=VALUE`` pairs; numbers parsed as floats, other values kept as text."""
     out: dict[str, float | str] = {}

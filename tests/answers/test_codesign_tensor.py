@@ -148,3 +148,38 @@ def test_cli_lists_and_the_B_alias():
     assert runner.invoke(cli, [*args, "--B", str(B)]).stdout == one.stdout
     bad = runner.invoke(cli, [*args[:-3], "--zero", "2", "--B", str(B)])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
+
+
+def test_every_own_axis_of_the_registry_is_a_list_co_design_chooses_from():
+    """vp, sp and precision (axes the registry does not mark searched) stay at their defaults
+    unless listed, and once listed co-design picks the best of them, as a brute force through
+    ``sweep.estimate`` at the same parameter value does; the CLI has an option for each."""
+    import sweep
+
+    fixed = {"tp": 2, "pp": 2, "micro_batch": 1, "recompute": "selective", "zero": 0}
+    common = dict(p=P, global_batch=B, target="t_iter_s <= 1e9", range=(1e9, 1e11), grid=16)
+    [plain] = api.codesign(MODEL, "dgx-h100", "data+tensor+pipeline", PARAM, **common, **fixed)
+    [row] = plain.best
+    assert (row["vp"], row["sp"], row["precision"]) == (1, 0, "bf16")
+    lists = {"vp": (1, 2), "sp": (0, 1), "precision": ("bf16", "fp8")}
+    [a] = api.codesign(MODEL, "dgx-h100", "data+tensor+pipeline", PARAM, **common, **fixed, **lists)
+    [row] = a.best
+    brute = min(
+        (
+            sweep.estimate(
+                MODEL, "dgx-h100", "data+tensor+pipeline", p=P, global_batch=B, set={PARAM: a.at},
+                vp=vp, sp=sp, precision=prec, **fixed,
+            )["t_iter_s"],
+            vp, sp, prec,
+        )
+        for vp, sp, prec in itertools.product(*lists.values())
+    )  # fmt: skip
+    assert (row["t_iter_s"], row["vp"], row["sp"], row["precision"]) == pytest.approx(brute)
+    from click.testing import CliRunner
+
+    from sweep.cli.main import cli
+
+    help_text = CliRunner().invoke(cli, ["codesign", "--help"]).output
+    assert all(
+        f"--{name} LIST" in help_text for name in ("tp", "pp", "recompute", "zero", "vp", "sp", "precision")
+    )
