@@ -20,7 +20,7 @@ import numpy as np
 from kernels import Config
 from kernels.strategies import registry
 from sweep.errors import InputError
-from sweep.inputs.configs import Bound, default_p2, defaults, p2_fits
+from sweep.inputs.configs import Bound, batch_from, default_p2, defaults, p2_fits
 
 
 class Question(Protocol):
@@ -55,17 +55,16 @@ class Candidates(NamedTuple):
 def batch_split(
     global_batch: int, p: int, group: int, micro_batch: int | None
 ) -> tuple[int, int | None, bool]:
-    """``(b, S, divides)`` of a fixed global batch: ``b = B / p1`` samples per replica with
+    """``(b, S, divides)`` of a fixed global batch, by the rule the engine and ``estimate`` use
+    (:func:`sweep.inputs.configs.batch_from`): ``b = B / p1`` samples per replica with
     ``p1 = p / group`` replicas, ``S = b / micro_batch`` micro-batches (None without a micro-batch
     size). ``divides`` is false where p1, b or S is not a whole number (the row is infeasible,
     ``batch``); b and S are then rounded down, at least 1, so that the row still evaluates."""
-    p1, p_rest = divmod(p, group) if group >= 1 else (0, 1)
-    b, b_rest = divmod(global_batch, p1) if p1 >= 1 else (0, 1)
-    ok = p_rest == 0 and b_rest == 0 and b >= 1
-    if micro_batch is None:
-        return max(b, 1), None, ok
-    S, s_rest = divmod(b, micro_batch)
-    return max(b, 1), max(S, 1), ok and s_rest == 0 and S >= 1
+    p1 = p // group if group >= 1 else 0
+    b, _, fits = batch_from(max(p1, 1), None, None, global_batch, micro_batch)
+    ok = bool(fits) and p1 >= 1 and p1 * group == p
+    whole_b = max(int(b), 1)
+    return whole_b, None if micro_batch is None else max(whole_b // micro_batch, 1), ok
 
 
 def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
