@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, part in (("single-node", frame[frame.p <= 8]), ("multi-node", frame[frame.p > 8])):
         print(f"{name}: {len(part)} runs, mean accuracy {part.accuracy.mean():.3f}")
     # the runs a100-ib800's op_latency_s was measured on (grids/machines/a100-ib800.toml), and the rest
-    floor = (frame.p <= 8) & (frame.tp == 1) & (frame.pp == 1) & (frame.S == frame.b)
+    floor = (frame.p <= 8) & (frame.tp == 1) & (frame.pp == 1) & (frame.b == frame.S)
     print(
         f"the {floor.sum()} runs op_latency_s was measured on (single node, tp = pp = 1, one sample per "
         f"micro-batch): {frame[floor].accuracy.mean():.3f}; the other {(~floor).sum()}: "
