@@ -102,6 +102,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
 
     .. math::
         T_{comp} = \\tfrac{D}{dp}\\,\\tfrac{S+pp-1}{S}\\,t_{stage}(tp, r) + I\\,u_{stage}(tp)
+                 + I\\,(S+pp-1)\\max(0,\\,k\\lambda - g)
 
         T_{ar} = I\\,[(S+pp-1)\\,n\\,T_{ar}(tp, \\tfrac{b}{S}\\delta e/n)
                  + T_{ar}(dp, \\delta w_{stage}(tp))]
@@ -111,10 +112,11 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         M = (2\\delta + 12/z)\\,w_{stage}(tp) + \\delta\\tfrac{b}{S}(\\min(pp, S)\\,a_{stage}(tp, r) + [r=full]\\,a_{block})
 
     with B = b dp, n tensor-parallel allreduces of e elements per sample on the
-    largest stage, z = dp with ZeRO-1 else 1. Where the strategy coincides with
-    data (tp = pp = 1, S = 1, no recomputation) or pipeline (tp = dp = 1, pp >= 2)
-    every time term is that strategy's, to the last bit; memory is the
-    mixed-precision model's.
+    largest stage, z = dp with ZeRO-1 else 1, k the operations (and tp collectives) the
+    host issues per micro-batch at lambda = op_latency_s each, g the GPU's work of one
+    micro-batch. Where the strategy coincides with data (tp = pp = 1, S = 1, no
+    recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
+    to the last bit; memory is the mixed-precision model's.
     """
     own = _Own.of(cfg)
     table = net.transformer

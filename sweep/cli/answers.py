@@ -272,8 +272,8 @@ def codesign(
     answers = api.codesign(
         model_spec, machine_spec, _names(strategies), param, p=_ints(p_text, "--p") or (),
         b=_ints(b_text, "--b"), B=_ints(B_text, "--global-batch"), p2=_ints(p2_text, "--p2"),
-        S=_ints(S_text, "--S"), micro_batch=_ints(mb_text, "--micro-batch"), **own, target=target, beats=beats, metric=metric, range=_range(range_text), grid=grid,
-        set=parse_set(sets), lc=lc,
+        S=_ints(S_text, "--S"), micro_batch=_ints(mb_text, "--micro-batch"), **own, target=target,
+        beats=beats, metric=metric, range=_range(range_text), grid=grid, set=parse_set(sets), lc=lc,
     )  # fmt: skip
     for i, a in enumerate(answers):
         if as_json:
