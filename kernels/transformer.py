@@ -52,8 +52,11 @@ class TransformerTable(NamedTuple):
     kept per micro-batch in flight (x+y and attention scores; selective without the
     attention layers'; full the block inputs, one line), weights. ``misc[r, pp]`` holds the
     tensor-parallel allreduces per micro-batch, their elements per sample, the output of
-    the partition's largest stage boundary (the pipeline table's), and, for full
-    recomputation, the total and split activations of one block (recomputed at a time).
+    the partition's largest stage boundary (the pipeline table's), for full
+    recomputation the total and split activations of one block (recomputed at a time), the
+    operations launched per micro-batch, the memory-bound kernels' traffic per sample (total,
+    split) and the attention scores' part of it (all split over tp), which a fused attention
+    does not move.
     """
 
     heads: Array  # attention heads tp must divide (gcd over attention layers; 1 if none)
@@ -63,7 +66,7 @@ class TransformerTable(NamedTuple):
     traffic_kind: Array  # [3, P+1, H, 2, KINDS]
     act: Array  # [3, P+1, H, 2]
     w: Array  # [P+1, H, 2]
-    misc: Array  # [3, P+1, 8]
+    misc: Array  # [3, P+1, 10]
     #: the training FLOPs of each line of ``flops`` by GEMM class, and each class's shape
     #: (:func:`gemm_classes`), for the GEMMs' time by shape (docs/model.md §16)
     gemm_flops: Array  # [3, P+1, H, 2, C]
@@ -71,7 +74,18 @@ class TransformerTable(NamedTuple):
 
 
 #: Columns of :attr:`TransformerTable.misc`.
-AR_COUNT, AR_ELEMS, Y_BOUNDARY, WORK_TOTAL, WORK_SPLIT, OPS, TRAFFIC_TOTAL, TRAFFIC_SPLIT = range(8)
+(
+    AR_COUNT,
+    AR_ELEMS,
+    Y_BOUNDARY,
+    WORK_TOTAL,
+    WORK_SPLIT,
+    OPS,
+    TRAFFIC_TOTAL,
+    TRAFFIC_SPLIT,
+    SCORES,
+    SCORES_SPLIT,
+) = range(10)
 #: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16).
 GEMM_KINDS = ("linear", "conv", "fc")
 #: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
@@ -277,7 +291,7 @@ def transformer_table(
         )
     }
     split = roles.split[:, None]
-    misc = np.zeros((3, len(stages.parts) + 1, 8))
+    misc = np.zeros((3, len(stages.parts) + 1, 10))
     traffic, traffic_split = memory_traffic(names, x, y, act, roles.split)
     fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
     layer = {
@@ -306,9 +320,12 @@ def transformer_table(
         "ops_full": fwd_ops,
     }
     # memory-bound traffic: forward once and backward twice; recomputation the forward again
+    # the attention scores' part of it (what a fused attention never moves), all split over tp
+    scores = SCORE_PASSES * np.where(attention, act - np.prod(x, axis=1) - y_elems, 0.0)
     for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
         layer[f"c{mode}"] = 3.0 * traffic + again
         layer[f"cs{mode}"] = 3.0 * traffic_split + again * (traffic_split > 0)
+        layer[f"sc{mode}"] = (3.0 + (mode > 0)) * scores
     cls, shapes = gemm_classes(names, x, w, y, roles.row)
     gk = np.zeros((len(names), len(shapes)))
     gk[cls >= 0, cls[cls >= 0]] = flops[cls >= 0]
@@ -346,6 +363,7 @@ def transformer_table(
         for mode in range(3):
             misc[mode, pp, TRAFFIC_TOTAL] = s(f"c{mode}").max()
             misc[mode, pp, TRAFFIC_SPLIT] = s(f"cs{mode}").max()
+            misc[mode, pp, SCORES] = misc[mode, pp, SCORES_SPLIT] = s(f"sc{mode}").max()
     heads = w[attention, 1].astype(np.int64)
     hulls, sel = decreasing_hulls(rows["flops"]), decreasing_hulls(rows["flops_sel"])
     plain = envelope(rows["flops"], hulls)

@@ -31,6 +31,8 @@ from kernels.transformer import (
     AR_ELEMS,
     CORE,
     OPS,
+    SCORES,
+    SCORES_SPLIT,
     TRAFFIC_SPLIT,
     TRAFFIC_TOTAL,
     WORK_SPLIT,
@@ -142,6 +144,9 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     comp = comp + its * terms.update_s(machine, w_stage)
     # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
     traffic = _value(misc[jnp.array([TRAFFIC_TOTAL, TRAFFIC_SPLIT])], z, tp, sp)
+    # a fused (flash) attention never writes the a s^2 scores: their passes are not moved
+    flash = machine.attention == ATTENTIONS["flash"]
+    traffic = traffic - jnp.where(flash, _value(misc[jnp.array([SCORES, SCORES_SPLIT])], z, tp, sp), 0.0)
     traffic_s = machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
     comp = comp + net.dataset_samples / dp * (slots / s) * traffic_s
     delta = machine.bytes_per_element
@@ -165,7 +170,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     p2p = _p2p(machine, cfg.p, own, s, dp, its, micro * delta * misc[Y_BOUNDARY])
     # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
     # as selective recomputation (docs/model.md §16)
-    act_mode = jnp.where((machine.attention == ATTENTIONS["flash"]) & (mode == 0), 1, mode)
+    act_mode = jnp.where(flash & (mode == 0), 1, mode)
     act = jnp.max(_value(table.act[act_mode, row], z, tp, sp), axis=-1)
     work = _value(misc[jnp.array([WORK_TOTAL, WORK_SPLIT])], z, tp, sp)
     shards = jnp.where(own.zero > 0, dp, 1.0)

@@ -352,6 +352,23 @@ def test_flash_attention_keeps_no_scores():
     assert float(c.mem_bytes) == pytest.approx(2240 + 2 * 2 * 130, rel=1e-12)
 
 
+def test_flash_attention_moves_no_scores():
+    """attention = flash with eltwise_traffic = 1: the memory-bound traffic leaves out the 6 passes
+    over the a s^2 = 8 scores per sample (48 forward; the worked example's attention traffic was
+    24 + 8 + 6 * 8): forward once and backward twice, 144, all split over tp = 2: 72 per sample,
+    D/dp (S + pp - 1)/S delta 72 / 1000 = 8 * 1 * 2 * 72 / 1000 = 1.152 s less. Selective and full
+    recomputation pass over them once more: 192, 96 split, 1.536 s."""
+    on = {"eltwise_traffic": 1.0}
+    for r, less in ((0, 1.152), (1, 1.536), (2, 1.536)):
+        standard = TENSOR(tiny(), machine(**on), cfg(4, 4, 2, tp=2, recompute=r))
+        flash = TENSOR(tiny(), machine(attention=1.0, **on), cfg(4, 4, 2, tp=2, recompute=r))
+        assert float(standard.t_comp_s) - float(flash.t_comp_s) == pytest.approx(less, rel=1e-12)
+    # without the traffic term nothing changes in time
+    assert float(TENSOR(tiny(), machine(attention=1.0), cfg(4, 4, 2, tp=2)).t_comp_s) == float(
+        TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2)).t_comp_s
+    )
+
+
 def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
     """precision = fp8 on a GPU of 2,000 FP8 FLOP/s (twice its 16-bit 1,000): the worked example's
     linear layers (qkv 576, proj 192, up 768, down 768, out 384 training FLOPs per sample, all
