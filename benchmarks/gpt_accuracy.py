@@ -1,12 +1,13 @@
 """Accuracy of data+tensor+pipeline on the measured GPT runs (docs/trust.md#gpt-models-on-a100-megatron).
 
-    python -m benchmarks.gpt_accuracy            # the tables of docs/trust.md, a minute or two
+    python -m benchmarks.gpt_accuracy            # the tables of docs/trust.md, about ten minutes
 
 Prints, as Markdown: the uncalibrated mean symmetric accuracy per model and per (tp, pp)
 shape; for each (model, p, global batch) how often the predicted fastest (tp, pp, S) is the
-measured fastest or within 5 % of it; the held-out experiment: ``sweep calibrate`` with
-default options on the single-node runs only, then the 41 multi-node runs predicted; and the
-default calibration on every run, train and 5-fold cross-validated accuracy.
+measured fastest or within 5 % of it; the held-out experiment: ``sweep calibrate`` on the
+single-node runs only, with default options and fitting the physics alone (:data:`PHYSICS`),
+then the 41 multi-node runs predicted; and the default calibration on every run, train and
+5-fold cross-validated accuracy.
 
     python -m benchmarks.gpt_accuracy --set op_latency_s=0    # a machine parameter changed
 """
@@ -65,8 +66,14 @@ def best_split(frame: pd.DataFrame) -> str:
     )
 
 
-def held_out(sets=None) -> tuple[str, pd.DataFrame]:
-    """Calibrate on the single-node runs (p <= 8) with default options; predict the others."""
+#: The physics a single-node run can inform: the GEMM rate, the host's cost per operation, the
+#: intra-node link (``--fit``; the held-out experiment's second fit).
+PHYSICS = "gpu_flops,op_latency_s,intra_bandwidth_Bps,intra_alpha_s"
+
+
+def held_out(sets=None, fit=None) -> tuple[str, pd.DataFrame]:
+    """Calibrate on the single-node runs (p <= 8), with default options or ``fit``'s parameters;
+    predict the others."""
     rows = list(csv.DictReader(MEASURED.read_text().splitlines()))
     with tempfile.TemporaryDirectory() as d:
         paths = {k: Path(d) / f"{k}.csv" for k in ("single", "multi")}
@@ -75,7 +82,7 @@ def held_out(sets=None) -> tuple[str, pd.DataFrame]:
                 w = csv.DictWriter(fh, fieldnames=list(rows[0]))
                 w.writeheader()
                 w.writerows(r for r in rows if keep(r))
-        fitted = sweep.calibrate(paths["single"], "a100-ib800", set=sets)
+        fitted = sweep.calibrate(paths["single"], "a100-ib800", set=sets, fit=fit, cv=5 if fit is None else 0)
         return "\n".join(fitted.lines()), table(paths["multi"], fitted.profile)
 
 
@@ -109,17 +116,19 @@ def main(argv: list[str] | None = None) -> None:
     print(best_split(frame))
     if args.skip_calibration:
         return
-    report, multi = held_out(sets)
-    print("\n## Held out: calibrated on the 1,440 single-node runs\n")
-    print(report)
-    print()
-    print(summary(multi, ["model"]))
-    err = np.abs(multi.pred_iter_s / multi.iter_time_s - 1)
-    print(
-        f"\n41 multi-node runs: mean accuracy {multi.accuracy.mean():.3f}, mean absolute error {err.mean():.1%}"
-    )
-    base = frame[frame.p > 8]
-    print(f"uncalibrated on the same runs: mean accuracy {base.accuracy.mean():.3f}")
+    for title, fit in (("default options", None), (f"--fit {PHYSICS}", PHYSICS)):
+        report, multi = held_out(sets, fit)
+        print(f"\n## Held out: calibrated on the 1,440 single-node runs, {title}\n")
+        print(report)
+        print()
+        print(summary(multi, ["model"]))
+        err = np.abs(multi.pred_iter_s / multi.iter_time_s - 1)
+        print(
+            f"\n41 multi-node runs: mean accuracy {multi.accuracy.mean():.3f}, mean absolute error "
+            f"{err.mean():.1%}"
+        )
+        base = frame[frame.p > 8]
+        print(f"uncalibrated on the same runs: mean accuracy {base.accuracy.mean():.3f}")
     print("\n## Default calibration on every run (train and 5-fold)\n")
     print("\n".join(sweep.calibrate(MEASURED, "a100-ib800", set=sets).lines()))
 

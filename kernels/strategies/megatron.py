@@ -114,8 +114,8 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         M = (2\\delta + 12/z)\\,w_{stage}(tp) + \\delta\\tfrac{b}{S}(\\min(pp, S)\\,a_{stage}(tp, r) + [r=full]\\,a_{block})
 
     with B = b dp, n tensor-parallel allreduces of e elements per sample on the
-    largest stage, z = dp with ZeRO-1 else 1, k the operations (and tp collectives) the
-    host issues per micro-batch at lambda = op_latency_s each, g the GPU's work of one
+    largest stage, z = dp with ZeRO-1 else 1, k the operations the host issues per
+    micro-batch at lambda = op_latency_s each, g the GPU's work of one
     micro-batch. Where the strategy coincides with data (tp = pp = 1, S = 1, no
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
@@ -159,12 +159,11 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     # with sequence parallelism each allreduce is a reduce-scatter and an all-gather: the same time
     per_micro = _tensor_allreduce(machine, misc, tp, micro * delta)
     tensor = slots * per_micro
-    # the host: the busiest stage's operations (and its tensor-parallel collectives) cost
-    # op_latency_s each to issue; the GPU runs them as they come, so a micro-batch slot takes
-    # the longer of the host's issue time and the GPU's work: what the GPU's work does not hide
-    # is exposed, once per micro-batch slot of the schedule (docs/model.md §16)
-    collectives_issued = jnp.where(tp > 1, misc[AR_COUNT] * jnp.where(sp > 0, 2.0, 1.0), 0.0)
-    host = (misc[OPS] + collectives_issued) * machine.op_latency_s
+    # the host: the busiest stage's operations cost op_latency_s each to issue (a tensor-parallel
+    # collective is one call inside its layer's, already counted); the GPU runs them as they come,
+    # so a micro-batch slot takes the longer of the host's issue time and the GPU's work: what the
+    # GPU's work does not hide is exposed, once per micro-batch slot (docs/model.md §16)
+    host = misc[OPS] * machine.op_latency_s
     gpu = micro * (stage_s + traffic_s) + per_micro
     comp = comp + its * slots * jnp.maximum(host - gpu, 0.0)
     p2p = _p2p(machine, cfg.p, own, s, dp, its, micro * delta * misc[Y_BOUNDARY])
