@@ -67,6 +67,11 @@ class Axis(NamedTuple):
         """What a person reads for a code: the name of a categorical axis, else the number."""
         return self.choices[int(code)] if self.choices else int(code)
 
+    def shown(self, value: Any) -> bool:
+        """Whether a one-line report shows this axis at ``value`` (as a person reads it): always
+        where co-design searches it, else when it is away from its default."""
+        return self.searched or value != self.label(self.default)
+
 
 def _whole(value: Any) -> bool:
     """A whole number (an int, or a float or numpy number equal to one), not a bool or a string."""

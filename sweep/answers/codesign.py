@@ -573,16 +573,10 @@ def _format_row(r: dict, metric: str) -> str:
     extra = f"  p2={r['p2']}" if entry.uses("p2") else ""
     extra += f"  S={r['S']}" if entry.uses("S") else ""
     extra += f"  micro_batch={r['micro_batch']}" if "micro_batch" in r else ""
-    extra += "".join(f"  {x.name}={r[x.name]}" for x in entry.own if x.name in r and _shown(x, r[x.name]))
+    extra += "".join(f"  {x.name}={r[x.name]}" for x in entry.own if x.name in r and x.shown(r[x.name]))
     state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
     return (
         f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
         f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
         f"mem_bytes={r['mem_bytes']:.4g}{state}"
     )
-
-
-def _shown(axis: registry.Axis, value) -> bool:
-    """Whether a report line shows an own axis: one co-design searches, or one away from its
-    default (the others are in ``--json``)."""
-    return axis.searched or value != axis.label(axis.default)

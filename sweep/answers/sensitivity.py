@@ -399,10 +399,8 @@ def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
 
 
 def _shown(axis: registry.Axis, row: Mapping) -> bool:
-    """Whether a report shows an own axis: tp, pp, recompute and zero always, the others when set."""
-    if axis.name not in row:
-        return False
-    return axis.name in ("tp", "pp", "recompute", "zero") or row[axis.name] != axis.label(axis.default)
+    """Whether a report shows an own axis of the row (:meth:`~kernels.strategies.registry.Axis.shown`)."""
+    return axis.name in row and axis.shown(row[axis.name])
 
 
 def lever_sentence(name: str | None, e: float, metric: str = "t_epoch_s") -> str:
