@@ -38,10 +38,7 @@ from sweep.engine import backend
 from sweep.engine.evaluate import Evaluator, Inputs, column
 from sweep.errors import InputError
 from sweep.inputs.configs import (
-    HYBRIDS,
     NO_OWN,
-    PIPELINE,
-    TENSOR,
     Bound,
     check_strategy,
     default_p2,
@@ -315,8 +312,8 @@ def _rows(bound: Bound, strategy: str, sub: pa.Table, swept: Sequence[str], metr
     given = {k: col(k, 1) if k in sub.column_names else None for k in ("p2", "S")}
     p2, S = defaults(
         p,
-        given["p2"] if strategy in HYBRIDS else None,
-        given["S"] if strategy in (PIPELINE, TENSOR) else None,
+        given["p2"] if registry.entry(strategy).uses("p2") else None,
+        given["S"] if registry.entry(strategy).uses("S") else None,
         np.full(n, float(gpn)),
     )
     tensor = [col(k, d) for k, d in NO_OWN._asdict().items()]  # the strategies' own axes (registry)

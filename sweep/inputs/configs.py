@@ -25,14 +25,6 @@ from sweep.inputs.machines import INPUT_TERM, MachineProfile
 
 #: The paper's strategies: a sweep spec without ``strategies`` runs these.
 PAPER_STRATEGIES: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.paper)
-#: Strategies whose rows use the p2 axis, and the one pipeline whose S defaults to p: registry
-#: reads, kept for the answers' code (sweep.answers.codesign, sensitivity) until it reads the
-#: registry itself; the inputs and the engine ask :func:`uses`.
-HYBRIDS = frozenset(s.name for s in REGISTRY.values() if "p2" in s.shared)
-PIPELINE = next(s.name for s in REGISTRY.values() if s.S_is_p)
-#: Megatron-style data+tensor+pipeline (docs/model.md §16), for the same answers' code.
-TENSOR = "data+tensor+pipeline"
-
 #: The batch as users set it (docs/model.md §2): the global batch, ``b = global_batch / p1``,
 #: and the micro-batch, ``S = b / micro_batch``; each instead of ``b`` or ``S``.
 BATCH_AXES: tuple[str, ...] = ("global_batch", "micro_batch")
