@@ -19,6 +19,7 @@ from sweep.cli.options import (
     configuration_list_options,
     configuration_options,
     handle_errors,
+    parse_ints,
     parse_list,
     parse_set,
 )
@@ -77,26 +78,6 @@ def _names(values) -> list[str]:
     from sweep.answers.query import split_names
 
     return split_names(values)
-
-
-def _ints(text: str | None, option: str) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    out = []
-    for part in text.split(","):
-        part = part.strip().replace("_", "")
-        if not part:
-            continue
-        try:
-            value = int(float(part))
-        except ValueError:
-            raise InputError(f"{option} takes whole numbers, got '{part}'") from None
-        if value < 1 or value != float(part):
-            raise InputError(f"{option} takes whole numbers >= 1, got '{part}'")
-        out.append(value)
-    if not out:
-        raise InputError(f"{option} is empty")
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- queries
@@ -270,9 +251,9 @@ def codesign(
 
     own: dict[str, Any] = {name: parse_list(name, text) for name, text in own_text.items()}
     answers = api.codesign(
-        model_spec, machine_spec, _names(strategies), param, p=_ints(p_text, "--p") or (),
-        b=_ints(b_text, "--b"), B=_ints(B_text, "--global-batch"), p2=_ints(p2_text, "--p2"),
-        S=_ints(S_text, "--S"), micro_batch=_ints(mb_text, "--micro-batch"), **own, target=target,
+        model_spec, machine_spec, _names(strategies), param, p=parse_ints(p_text, "--p") or (),
+        b=parse_ints(b_text, "--b"), B=parse_ints(B_text, "--global-batch"), p2=parse_ints(p2_text, "--p2"),
+        S=parse_ints(S_text, "--S"), micro_batch=parse_ints(mb_text, "--micro-batch"), **own, target=target,
         beats=beats, metric=metric, range=_range(range_text), grid=grid, set=parse_set(sets), lc=lc,
     )  # fmt: skip
     for i, a in enumerate(answers):

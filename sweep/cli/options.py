@@ -130,27 +130,40 @@ def configuration_list_options(fn):
     return fn
 
 
-def parse_list(name: str, text: str | None) -> tuple[int | str, ...] | None:
-    """A comma-separated list of one own axis's values as given: names of a categorical axis,
-    whole numbers otherwise (checked against the axis by the question)."""
+def parse_ints(text: str | None, option: str, minimum: int | None = 1) -> tuple[int, ...] | None:
+    """A comma-separated list of whole numbers (``1_024`` allowed), each at least ``minimum``
+    (None: any, the caller checks the range); None where the option was not given."""
     if text is None:
         return None
-    words = [w.strip().replace("_", "") for w in text.split(",") if w.strip()]
+    out = []
+    for part in text.split(","):
+        part = part.strip().replace("_", "")
+        if not part:
+            continue
+        try:
+            value = int(float(part))
+        except ValueError:
+            raise InputError(f"{option} takes whole numbers, got '{part}'") from None
+        if value != float(part) or (minimum is not None and value < minimum):
+            at_least = f" >= {minimum}" if minimum is not None else ""
+            raise InputError(f"{option} takes whole numbers{at_least}, got '{part}'")
+        out.append(value)
+    if not out:
+        raise InputError(f"{option} is empty")
+    return tuple(out)
+
+
+def parse_list(name: str, text: str | None) -> tuple[int | str, ...] | None:
+    """A comma-separated list of one own axis's values as given: names of a categorical axis,
+    whole numbers otherwise (their range checked against the axis by the question)."""
+    if not OWN_AXES[name].choices:
+        return parse_ints(text, flag(name), minimum=None)
+    if text is None:
+        return None
+    words = tuple(w.strip() for w in text.split(",") if w.strip())
     if not words:
         raise InputError(f"{flag(name)} is empty")
-    if OWN_AXES[name].choices:
-        return tuple(words)
-    try:
-        return tuple(_whole_number(w) for w in words)
-    except ValueError:
-        raise InputError(f"{flag(name)} takes whole numbers, got '{text}'") from None
-
-
-def _whole_number(word: str) -> int:
-    value = float(word)
-    if value != int(value):
-        raise ValueError(word)
-    return int(value)
+    return words
 
 
 def parse_set(values: tuple[str, ...]) -> dict[str, float | str]:
