@@ -1,30 +1,18 @@
 """Names the kernels define that code outside them needs without importing JAX: the limit
 reasons of a configuration, the layer kinds and the machine's scalar parameters."""
 
+from kernels.kinds import TABLE as KIND_TABLE
+
 #: Reasons a configuration is infeasible: ``Cost.limit`` codes index this tuple (docs/model.md §11;
 #: column ``limit_reason``), 0 feasible.
 LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch", "dataset")
 OK, MEMORY, MAX_P, BATCH, DATASET = 0, 1, 2, 3, 4
 
-#: Layer kinds (docs/model.md §1); ``LayerArrays.kind`` indexes this tuple. New kinds go at
-#: the end. Here, not in :mod:`kernels.network`, so that the machine parameters below can
-#: name one efficiency per kind without loading any other kernels module.
-KINDS: tuple[str, ...] = (
-    "conv",
-    "fc",
-    "pool_max",
-    "pool_avg",
-    "relu",
-    "bnorm",
-    "add",
-    "dropout",
-    # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
-    "linear",
-    "attention",
-    "layernorm",
-    "embedding",
-    "gelu",
-)
+#: Layer kinds (docs/model.md §1); ``LayerArrays.kind`` indexes this tuple: the names of
+#: :data:`kernels.kinds.TABLE`, one record per kind, new kinds at the end. Here, not in
+#: :mod:`kernels.network`, so that the machine parameters below can name one efficiency per
+#: kind without loading JAX.
+KINDS: tuple[str, ...] = tuple(kind.name for kind in KIND_TABLE)
 
 #: Scalar parameters that a sweep axis, ``--set`` or calibration may change; the last ones,
 #: ``efficiency_<kind>``, are one per layer kind (docs/model.md §3).

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernels import kinds
 from kernels._types import Array
 from kernels.names import KINDS  # the layer kinds, re-exported here where the tables use them
 from kernels.partition import (  # re-exported: the partition's home before it had its own module
@@ -40,23 +41,15 @@ from kernels.transformer import TransformerTable, transformer_table
 
 __all__ = ["KINDS", "contiguous_sums", "minmax_partition", "partitions", "upper_envelope"]
 
-IN_PLACE: frozenset[str] = frozenset({"relu", "bnorm"})
+#: Layer kinds that work in place: no activations of their own (:attr:`kernels.kinds.Kind.in_place`).
+IN_PLACE: frozenset[str] = frozenset(k.name for k in kinds.TABLE if k.in_place)
 #: Layer kinds whose FLOPs the model-FLOPs utilisation counts (docs/model.md §12): the matrix
 #: multiplies (convolutions, fully connected and linear layers, attention's two batched products).
-MODEL_FLOPS_KINDS: frozenset[str] = frozenset({"conv", "fc", "linear", "attention"})
+MODEL_FLOPS_KINDS: frozenset[str] = frozenset(k.name for k in kinds.TABLE if k.model_flops)
 #: What a layer of each kind keeps for its backward pass (docs/model.md §6.2): its input ``x``
 #: (the weight gradient of conv and fc, batch-norm's normalisation), its output ``y`` (the mask
-#: of relu and dropout, max pooling's argmax), or nothing. A kind not listed keeps its input.
-SAVES: dict[str, str] = {
-    "conv": "x",
-    "fc": "x",
-    "pool_max": "y",
-    "pool_avg": "",
-    "relu": "y",
-    "bnorm": "x",
-    "add": "",
-    "dropout": "y",
-}
+#: of relu and dropout, max pooling's argmax), or nothing (:attr:`kernels.kinds.Kind.saves`).
+SAVES: dict[str, str] = {k.name: k.saves for k in kinds.TABLE}
 #: Strategy families that a per-layer ``active`` flag can target.
 ACTIVE_FAMILIES: tuple[str, ...] = ("spatial", "filter", "channel")
 
@@ -158,7 +151,8 @@ class Net(NamedTuple):
 
 
 def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Forward FLOPs per sample and layer, docs/model.md §3.
+    """Forward FLOPs per sample and layer, docs/model.md §3: each kind's rule
+    (:attr:`kernels.kinds.Kind.flops`).
 
     conv ``2 C F prod(K) prod(Y)``; fc ``2 C F prod(K)``; pooling
     ``C prod(K) prod(Y)`` with C = x[0]; relu, add, dropout ``|y|``; bnorm ``4|x|``.
@@ -167,28 +161,11 @@ def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray)
     attention ``4 h s^2`` with h = y[0], s = prod(Y); layernorm ``4|x|``; gelu ``|y|``;
     embedding 0 (a table lookup).
     """
-    names = np.array(KINDS)[kind]
-    kprod = np.prod(w[:, 2:], axis=1)
-    yprod = np.prod(y[:, 1:], axis=1)
     out = np.zeros(len(kind), dtype=np.float64)
-    conv = names == "conv"
-    out[conv] = 2.0 * w[conv, 0] * w[conv, 1] * kprod[conv] * yprod[conv]
-    fc = names == "fc"
-    out[fc] = 2.0 * w[fc, 0] * w[fc, 1] * kprod[fc]
-    pool = (names == "pool_max") | (names == "pool_avg")
-    out[pool] = x[pool, 0] * kprod[pool] * yprod[pool]
-    elementwise = np.isin(names, ["relu", "add", "dropout"])
-    out[elementwise] = np.prod(y[elementwise], axis=1)
-    bnorm = names == "bnorm"
-    out[bnorm] = 4.0 * np.prod(x[bnorm], axis=1)
-    linear = names == "linear"
-    out[linear] = 2.0 * x[linear, 0] * y[linear, 0] * yprod[linear]
-    attention = names == "attention"
-    out[attention] = 4.0 * y[attention, 0] * yprod[attention] ** 2
-    layernorm = names == "layernorm"
-    out[layernorm] = 4.0 * np.prod(x[layernorm], axis=1)
-    gelu = names == "gelu"
-    out[gelu] = np.prod(y[gelu], axis=1)
+    for code, record in enumerate(kinds.TABLE):
+        rows = kind == code
+        if rows.any():
+            out[rows] = record.flops(x[rows], w[rows], y[rows])
     return out
 
 

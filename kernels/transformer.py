@@ -34,11 +34,33 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernels import kinds
 from kernels._types import Array
 from kernels.partition import Stages, block_starts, decreasing_hulls, envelope, stack_padded
 from kernels.strategies.registry import RECOMPUTE  # noqa: F401  (the ``recompute`` axis's codes, §16)
 
 NONE, SELECTIVE, FULL = 0, 1, 2
+
+
+class StageMisc(NamedTuple):
+    """Scalars per recomputation mode r and stage count pp (each ``[3, P+1]``) of the largest
+    stage, by term (docs/model.md §16): the tensor-parallel allreduces per micro-batch and their
+    elements per sample; the pipeline send, the output of the partition's largest stage boundary
+    (the pipeline table's); for full recomputation the total and split activations of one block
+    (recomputed at a time); the host's operations launched per micro-batch; the memory-bound
+    kernels' traffic per sample (total, split) and the attention scores' part of it (all split
+    over tp), which a fused attention does not move."""
+
+    ar_count: Array
+    ar_elems: Array
+    y_boundary: Array
+    work_total: Array
+    work_split: Array
+    ops: Array
+    traffic_total: Array
+    traffic_split: Array
+    scores: Array
+    scores_split: Array
 
 
 class TransformerTable(NamedTuple):
@@ -50,13 +72,8 @@ class TransformerTable(NamedTuple):
     envelope of lines ``total - split z`` (last axis: total, split), zero-padded: training
     FLOPs (selective adds the attention core's forward, full is 4/3 of none), activations
     kept per micro-batch in flight (x+y and attention scores; selective without the
-    attention layers'; full the block inputs, one line), weights. ``misc[r, pp]`` holds the
-    tensor-parallel allreduces per micro-batch, their elements per sample, the output of
-    the partition's largest stage boundary (the pipeline table's), for full
-    recomputation the total and split activations of one block (recomputed at a time), the
-    operations launched per micro-batch, the memory-bound kernels' traffic per sample (total,
-    split) and the attention scores' part of it (all split over tp), which a fused attention
-    does not move.
+    attention layers'; full the block inputs, one line), weights; ``misc`` the scalars of
+    :class:`StageMisc`.
     """
 
     heads: Array  # attention heads tp must divide (gcd over attention layers; 1 if none)
@@ -66,28 +83,16 @@ class TransformerTable(NamedTuple):
     traffic_kind: Array  # [3, P+1, H, 2, KINDS]
     act: Array  # [3, P+1, H, 2]
     w: Array  # [P+1, H, 2]
-    misc: Array  # [3, P+1, 10]
+    misc: StageMisc  # each [3, P+1]
     #: the training FLOPs of each line of ``flops`` by GEMM class, and each class's shape
     #: (:func:`gemm_classes`), for the GEMMs' time by shape (docs/model.md §16)
     gemm_flops: Array  # [3, P+1, H, 2, C]
     gemm_shape: Array  # [C, 4]: role, then (C, F, s) of a linear or (h, a, s) of an attention core
 
 
-#: Columns of :attr:`TransformerTable.misc`.
-(
-    AR_COUNT,
-    AR_ELEMS,
-    Y_BOUNDARY,
-    WORK_TOTAL,
-    WORK_SPLIT,
-    OPS,
-    TRAFFIC_TOTAL,
-    TRAFFIC_SPLIT,
-    SCORES,
-    SCORES_SPLIT,
-) = range(10)
-#: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16).
-GEMM_KINDS = ("linear", "conv", "fc")
+#: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16,
+#: :attr:`kernels.kinds.Kind.memory_bound`).
+GEMM_KINDS = tuple(k.name for k in kinds.TABLE if not k.memory_bound)
 #: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
 #: tp), a row-parallel linear (input features split), an attention core (heads split).
 COLUMN, ROW, CORE = 0, 1, 2
@@ -104,15 +109,8 @@ SCORE_PASSES = 6.0
 #: for each batched product); a residual add is the fused bias-dropout-add, bias-gelu one fused
 #: kernel, each with its gradient and the bias' gradient backward; the embedding the vocabulary-
 #: parallel lookup (mask, lookup, zero the foreign rows), the position lookup and their sum.
-#: Kinds not listed launch one kernel each way.
-OPS_PER_KIND: dict[str, tuple[int, int]] = {
-    "layernorm": (1, 2),
-    "linear": (1, 2),
-    "attention": (5, 7),
-    "add": (1, 2),
-    "gelu": (1, 2),
-    "embedding": (4, 3),
-}
+#: Other kinds launch one kernel each way (:attr:`kernels.kinds.Kind.ops`).
+OPS_PER_KIND: dict[str, tuple[int, int]] = {k.name: k.ops for k in kinds.TABLE}
 
 
 class _Layers(NamedTuple):
@@ -241,6 +239,203 @@ def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
     return traffic, traffic * split * (names != "embedding")
 
 
+class _Compute(NamedTuple):
+    """Per layer, the compute term's quantities: training FLOPs ``[G]``, FLOPs and ``|x|+|y|``
+    by kind ``[G, KINDS]`` and FLOPs by GEMM class ``[G, C]``; each with its part split over tp
+    and the attention core's forward (what selective recomputation runs again)."""
+
+    flops: np.ndarray
+    flops_split: np.ndarray
+    attn_fwd: np.ndarray
+    fk: np.ndarray
+    fk_split: np.ndarray
+    attn_fk: np.ndarray
+    tk: np.ndarray
+    tk_split: np.ndarray
+    attn_tk: np.ndarray
+    gk: np.ndarray
+    gk_split: np.ndarray
+    attn_gk: np.ndarray
+
+
+class _Memory(NamedTuple):
+    """Per layer, the memory term's quantities: activations kept per sample without and with
+    selective recomputation (total and split over tp), weights, the block input full
+    recomputation keeps."""
+
+    act: np.ndarray
+    act_split: np.ndarray
+    act_sel: np.ndarray
+    act_split_sel: np.ndarray
+    w: np.ndarray
+    w_split: np.ndarray
+    kept: np.ndarray
+
+
+class _Tensor(NamedTuple):
+    """Per layer, the tensor-parallel allreduces: their count and elements per sample, in the
+    forward and in the backward pass."""
+
+    fwd_count: np.ndarray
+    bwd_count: np.ndarray
+    fwd_elems: np.ndarray
+    bwd_elems: np.ndarray
+
+
+class _Host(NamedTuple):
+    """Per layer, the host's operations per micro-batch (forward and backward, the attention
+    cores' forward again, every forward again) and, per recomputation mode, the memory-bound
+    kernels' traffic per sample, its part split over tp, and the attention scores' part."""
+
+    ops: np.ndarray
+    ops_sel: np.ndarray
+    ops_full: np.ndarray
+    traffic_none: np.ndarray
+    traffic_selective: np.ndarray
+    traffic_full: np.ndarray
+    split_none: np.ndarray
+    split_selective: np.ndarray
+    split_full: np.ndarray
+    scores_none: np.ndarray
+    scores_selective: np.ndarray
+    scores_full: np.ndarray
+
+
+class _Lines(NamedTuple):
+    """Per stage count pp = 1..P (list index pp - 1), the stages' lines (total, split) of each
+    table before its envelope is taken."""
+
+    flops: list
+    flops_sel: list
+    fk: list
+    fk_sel: list
+    tk: list
+    tk_sel: list
+    gk: list
+    gk_sel: list
+    w: list
+    act: list
+    act_sel: list
+    kept: list
+
+
+def _compute_terms(names, x, w, y, flops, fk, tk, roles: _Layers) -> tuple[_Compute, np.ndarray]:
+    """The compute term per layer, and the GEMM classes' shapes (:func:`gemm_classes`)."""
+    attention = names == "attention"
+    split = roles.split[:, None]
+    cls, shapes = gemm_classes(names, x, w, y, roles.row)
+    gk = np.zeros((len(names), len(shapes)))
+    gk[cls >= 0, cls[cls >= 0]] = flops[cls >= 0]
+    compute = _Compute(
+        flops=flops,
+        flops_split=flops * roles.split,
+        attn_fwd=np.where(attention, flops / 3.0, 0.0),
+        fk=fk,
+        fk_split=fk * split,
+        attn_fk=fk * attention[:, None] / 3.0,
+        tk=tk,
+        tk_split=tk * split,
+        attn_tk=tk * attention[:, None] / 3.0,
+        gk=gk,
+        gk_split=gk * split,
+        attn_gk=gk * attention[:, None] / 3.0,
+    )
+    return compute, shapes
+
+
+def _memory_terms(names, w, y, act, roles: _Layers) -> _Memory:
+    """The memory term per layer: inside the blocks Korthikanti et al.'s count, elsewhere x + y."""
+    in_block = block_mask(names)
+    kt, ks, kt_sel, ks_sel = korthikanti(names, y, w)
+    return _Memory(
+        act=np.where(in_block, kt, act),
+        act_split=np.where(in_block, ks, roles.act_split),
+        act_sel=np.where(in_block, kt_sel, act),
+        act_split_sel=np.where(in_block, ks_sel, roles.act_split),
+        w=np.prod(w, axis=1),
+        w_split=roles.w_split,
+        kept=roles.kept,
+    )
+
+
+def _block_work(names, w, y, act, roles: _Layers) -> tuple[float, float]:
+    """One block's activations while full recomputation rebuilds it (Korthikanti et al.'s
+    count), total and split; without attention the whole network's."""
+    attention = names == "attention"
+    kt, ks, _, _ = korthikanti(names, y, w)
+    blocks = max(int(attention.sum()), 1)
+    return (kt.sum() / blocks, ks.sum() / blocks) if attention.any() else (act.sum(), roles.act_split.sum())
+
+
+def _tensor_terms(roles: _Layers) -> _Tensor:
+    """The tensor-parallel communication term per layer."""
+    return _Tensor(
+        (roles.ar_fwd > 0).astype(float), (roles.ar_bwd > 0).astype(float), roles.ar_fwd, roles.ar_bwd
+    )
+
+
+def _host_terms(names, x, y, act, roles: _Layers) -> _Host:
+    """The host's operations and the memory-bound traffic per layer: forward once and backward
+    twice; recomputation the forward again; the attention scores' part of it (what a fused
+    attention never moves), all split over tp."""
+    attention = names == "attention"
+    traffic, traffic_split = memory_traffic(names, x, y, act, roles.split)
+    fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
+    scores = SCORE_PASSES * np.where(attention, act - np.prod(x, axis=1) - np.prod(y, axis=1), 0.0)
+    total, split, score = [], [], []
+    for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
+        total.append(3.0 * traffic + again)
+        split.append(3.0 * traffic_split + again * (traffic_split > 0))
+        score.append((3.0 + (mode > 0)) * scores)
+    return _Host(fwd_ops + bwd_ops, fwd_ops * attention, fwd_ops, *total, *split, *score)
+
+
+def _stage_sums(record, units, stages: Stages, pp: int):
+    """Each field of a per-layer record summed over each of pp stages; one stage takes the
+    network's plain sums, as the data strategy does."""
+    if pp == 1:
+        return type(record)(*(v.sum(axis=0, keepdims=True) for v in record))
+    return type(record)(*(stages.sums(u, pp) for u in units))
+
+
+def _add_lines(lines: _Lines, c: _Compute, m: _Memory) -> None:
+    """Append one stage count's lines (total, split) of the compute and memory tables."""
+    lines.flops.append((c.flops, c.flops_split))
+    lines.flops_sel.append((c.flops + c.attn_fwd, c.flops_split + c.attn_fwd))
+    lines.fk.append((c.fk, c.fk_split))
+    lines.fk_sel.append((c.fk + c.attn_fk, c.fk_split + c.attn_fk))
+    lines.tk.append((c.tk, c.tk_split))
+    lines.tk_sel.append((c.tk + c.attn_tk, c.tk_split + c.attn_tk))
+    lines.gk.append((c.gk, c.gk_split))
+    lines.gk_sel.append((c.gk + c.attn_gk, c.gk_split + c.attn_gk))
+    lines.w.append((m.w, m.w_split))
+    lines.act.append((m.act, m.act_split))
+    lines.act_sel.append((m.act_sel, m.act_split_sel))
+    lines.kept.append((np.array([m.kept.max()]), np.zeros(1)))
+
+
+def _fill_misc(misc: StageMisc, pp: int, t: _Tensor, h: _Host, boundary: float, work) -> None:
+    """Row pp of every mode of :class:`StageMisc` from one stage count's sums."""
+    misc.y_boundary[:, pp] = boundary
+    fc, bc, fe, be = t
+    misc.ar_count[:2, pp], misc.ar_elems[:2, pp] = (fc + bc).max(), (fe + be).max()
+    misc.ar_count[FULL, pp], misc.ar_elems[FULL, pp] = (2 * fc + bc).max(), (2 * fe + be).max()
+    misc.work_total[FULL, pp], misc.work_split[FULL, pp] = work
+    # per micro-batch: forward and backward, full recomputation a second forward, selective
+    # the attention cores' forward again
+    misc.ops[:, pp] = h.ops.max(), (h.ops + h.ops_sel).max(), (h.ops + h.ops_full).max()
+    modes = zip(h[3:6], h[6:9], h[9:12], strict=True)
+    for mode, (total, split, scores) in enumerate(modes):
+        misc.traffic_total[mode, pp] = total.max()
+        misc.traffic_split[mode, pp] = split.max()
+        misc.scores[mode, pp] = misc.scores_split[mode, pp] = scores.max()
+
+
+def _boundary(y_elems: np.ndarray, stages: Stages, pp: int) -> float:
+    """The pipeline sends' message: the largest stage boundary's output, as the pipeline table."""
+    return max((y_elems[hi - 1] for hi in stages.layer_starts(pp)[1:]), default=0.0)
+
+
 def transformer_table(
     names: np.ndarray,
     x: np.ndarray,
@@ -259,124 +454,46 @@ def transformer_table(
     kind (``[G, KINDS]``), as :func:`kernels.network.build_net` computes them. Row 1 (one
     stage) uses the network's plain sums, as the data strategy does, and every
     row's totals are the same sums the pipeline table takes, so the strategies
-    that coincide agree to the last bit (docs/model.md §16).
+    that coincide agree to the last bit (docs/model.md §16). Each term (compute, memory,
+    tensor-parallel communication, host and traffic, pipeline sends) has its own per-layer
+    record, summed per stage alike.
     """
     roles = tensor_roles(names, x, w, y, act)
-    in_block = block_mask(names)
-    kt, ks, kt_sel, ks_sel = korthikanti(names, y, w)
-    attention = names == "attention"
-    w_elems = np.prod(w, axis=1)
+    compute, shapes = _compute_terms(names, x, w, y, flops, fk, tk, roles)
+    layer = (
+        compute,
+        _memory_terms(names, w, y, act, roles),
+        _tensor_terms(roles),
+        _host_terms(names, x, y, act, roles),
+    )
+    units = [[stages.per_unit(v) for v in record] for record in layer]
+    lines = _Lines(*([] for _ in _Lines._fields))
+    n = len(stages.parts)
+    misc = StageMisc(*(np.zeros((3, n + 1)) for _ in StageMisc._fields))
+    work = _block_work(names, w, y, act, roles)
     y_elems = np.prod(y, axis=1)
-    attn_fwd = np.where(attention, flops / 3.0, 0.0)
-    split_flops = flops * roles.split
-    blocks = max(int(attention.sum()), 1)
-    # one block's activations while full recomputation rebuilds it (Korthikanti et al.'s count)
-    work = (kt.sum() / blocks, ks.sum() / blocks) if attention.any() else (act.sum(), roles.act_split.sum())
+    for pp in range(1, n + 1):
+        c, m, t, h = (_stage_sums(r, u, stages, pp) for r, u in zip(layer, units, strict=True))
+        _add_lines(lines, c, m)
+        _fill_misc(misc, pp, t, h, _boundary(y_elems, stages, pp), work)
+    heads = w[names == "attention", 1].astype(np.int64)
+    return _envelopes(lines, misc, np.float64(np.gcd.reduce(heads) if heads.size else 1), shapes)
 
-    rows: dict[str, list] = {
-        k: []
-        for k in (
-            "flops",
-            "flops_sel",
-            "w",
-            "act",
-            "act_sel",
-            "kept",
-            "fk",
-            "fk_sel",
-            "tk",
-            "tk_sel",
-            "gk",
-            "gk_sel",
-        )
-    }
-    split = roles.split[:, None]
-    misc = np.zeros((3, len(stages.parts) + 1, 10))
-    traffic, traffic_split = memory_traffic(names, x, y, act, roles.split)
-    fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
-    layer = {
-        "f": flops,
-        "fs": split_flops,
-        "attn_fwd": attn_fwd,
-        "a": np.where(in_block, kt, act),
-        "asp": np.where(in_block, ks, roles.act_split),
-        "a_sel": np.where(in_block, kt_sel, act),
-        "asp_sel": np.where(in_block, ks_sel, roles.act_split),
-        "fk": fk,
-        "fks": fk * split,
-        "tk": tk,
-        "tks": tk * split,
-        "afk": fk * attention[:, None] / 3.0,
-        "atk": tk * attention[:, None] / 3.0,
-        "w": w_elems,
-        "ws": roles.w_split,
-        "kept": roles.kept,
-        "fc": (roles.ar_fwd > 0).astype(float),
-        "bc": (roles.ar_bwd > 0).astype(float),
-        "fe": roles.ar_fwd,
-        "be": roles.ar_bwd,
-        "ops": fwd_ops + bwd_ops,
-        "ops_sel": fwd_ops * attention,
-        "ops_full": fwd_ops,
-    }
-    # memory-bound traffic: forward once and backward twice; recomputation the forward again
-    # the attention scores' part of it (what a fused attention never moves), all split over tp
-    scores = SCORE_PASSES * np.where(attention, act - np.prod(x, axis=1) - y_elems, 0.0)
-    for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
-        layer[f"c{mode}"] = 3.0 * traffic + again
-        layer[f"cs{mode}"] = 3.0 * traffic_split + again * (traffic_split > 0)
-        layer[f"sc{mode}"] = (3.0 + (mode > 0)) * scores
-    cls, shapes = gemm_classes(names, x, w, y, roles.row)
-    gk = np.zeros((len(names), len(shapes)))
-    gk[cls >= 0, cls[cls >= 0]] = flops[cls >= 0]
-    layer |= {"gk": gk, "gks": gk * split, "agk": gk * attention[:, None] / 3.0}
-    unit = {k: stages.per_unit(v) for k, v in layer.items()}
-    for pp in range(1, len(stages.parts) + 1):
-        # one stage: the network's plain sums, as the data strategy takes them
-        s = lambda k, pp=pp: layer[k].sum(axis=0, keepdims=True) if pp == 1 else stages.sums(unit[k], pp)  # noqa: E731
-        f, fs, afwd = s("f"), s("fs"), s("attn_fwd")
-        a, asp = s("a"), s("asp")
-        rows["flops"].append((f, fs))
-        rows["flops_sel"].append((f + afwd, fs + afwd))
-        kinds = {k: s(k) for k in ("fk", "fks", "tk", "tks", "afk", "atk")}
-        rows["fk"].append((kinds["fk"], kinds["fks"]))
-        rows["fk_sel"].append((kinds["fk"] + kinds["afk"], kinds["fks"] + kinds["afk"]))
-        rows["tk"].append((kinds["tk"], kinds["tks"]))
-        rows["tk_sel"].append((kinds["tk"] + kinds["atk"], kinds["tks"] + kinds["atk"]))
-        g, gs, ag = s("gk"), s("gks"), s("agk")
-        rows["gk"].append((g, gs))
-        rows["gk_sel"].append((g + ag, gs + ag))
-        rows["w"].append((s("w"), s("ws")))
-        rows["act"].append((a, asp))
-        rows["act_sel"].append((s("a_sel"), s("asp_sel")))
-        rows["kept"].append((np.array([s("kept").max()]), np.zeros(1)))
-        fc, bc, fe, be = s("fc"), s("bc"), s("fe"), s("be")
-        # the largest stage boundary's output, as the pipeline table
-        misc[:, pp, Y_BOUNDARY] = max((y_elems[hi - 1] for hi in stages.layer_starts(pp)[1:]), default=0.0)
-        misc[:2, pp, AR_COUNT], misc[:2, pp, AR_ELEMS] = (fc + bc).max(), (fe + be).max()
-        misc[FULL, pp, AR_COUNT], misc[FULL, pp, AR_ELEMS] = (2 * fc + bc).max(), (2 * fe + be).max()
-        misc[FULL, pp, WORK_TOTAL], misc[FULL, pp, WORK_SPLIT] = work
-        # per micro-batch: forward and backward, full recomputation a second forward, selective
-        # the attention cores' forward again
-        ops = s("ops")
-        misc[:, pp, OPS] = ops.max(), (ops + s("ops_sel")).max(), (ops + s("ops_full")).max()
-        for mode in range(3):
-            misc[mode, pp, TRAFFIC_TOTAL] = s(f"c{mode}").max()
-            misc[mode, pp, TRAFFIC_SPLIT] = s(f"cs{mode}").max()
-            misc[mode, pp, SCORES] = misc[mode, pp, SCORES_SPLIT] = s(f"sc{mode}").max()
-    heads = w[attention, 1].astype(np.int64)
-    hulls, sel = decreasing_hulls(rows["flops"]), decreasing_hulls(rows["flops_sel"])
-    plain = envelope(rows["flops"], hulls)
-    fk_plain, tk_plain = envelope(rows["fk"], hulls), envelope(rows["tk"], hulls)
-    gk_plain = envelope(rows["gk"], hulls)
+
+def _envelopes(lines: _Lines, misc: StageMisc, heads, shapes: np.ndarray) -> TransformerTable:
+    """The tables' upper envelopes per recomputation mode (none, selective, full)."""
+    hulls, sel = decreasing_hulls(lines.flops), decreasing_hulls(lines.flops_sel)
+    plain = envelope(lines.flops, hulls)
+    fk_plain, tk_plain = envelope(lines.fk, hulls), envelope(lines.tk, hulls)
+    gk_plain = envelope(lines.gk, hulls)
     return TransformerTable(
-        heads=np.float64(np.gcd.reduce(heads) if heads.size else 1),
-        flops=stack_padded([plain, envelope(rows["flops_sel"], sel), plain * (4.0 / 3.0)]),
-        flops_kind=stack_padded([fk_plain, envelope(rows["fk_sel"], sel), fk_plain * (4.0 / 3.0)]),
-        traffic_kind=stack_padded([tk_plain, envelope(rows["tk_sel"], sel), tk_plain * (4.0 / 3.0)]),
-        act=stack_padded([envelope(rows["act"]), envelope(rows["act_sel"]), envelope(rows["kept"])]),
-        w=envelope(rows["w"]),
+        heads=heads,
+        flops=stack_padded([plain, envelope(lines.flops_sel, sel), plain * (4.0 / 3.0)]),
+        flops_kind=stack_padded([fk_plain, envelope(lines.fk_sel, sel), fk_plain * (4.0 / 3.0)]),
+        traffic_kind=stack_padded([tk_plain, envelope(lines.tk_sel, sel), tk_plain * (4.0 / 3.0)]),
+        act=stack_padded([envelope(lines.act), envelope(lines.act_sel), envelope(lines.kept)]),
+        w=envelope(lines.w),
         misc=misc,
-        gemm_flops=stack_padded([gk_plain, envelope(rows["gk_sel"], sel), gk_plain * (4.0 / 3.0)]),
+        gemm_flops=stack_padded([gk_plain, envelope(lines.gk_sel, sel), gk_plain * (4.0 / 3.0)]),
         gemm_shape=shapes.astype(np.float64),
     )

@@ -26,19 +26,7 @@ from kernels.machine import Link, Machine
 from kernels.names import ATTENTIONS, KINDS
 from kernels.network import Net
 from kernels.terms import Config, Cost
-from kernels.transformer import (
-    AR_COUNT,
-    AR_ELEMS,
-    CORE,
-    OPS,
-    SCORES,
-    SCORES_SPLIT,
-    TRAFFIC_SPLIT,
-    TRAFFIC_TOTAL,
-    WORK_SPLIT,
-    WORK_TOTAL,
-    Y_BOUNDARY,
-)
+from kernels.transformer import CORE, StageMisc
 
 _LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
 #: The kinds whose FLOPs are GEMMs timed by shape when ``gpu_sms > 0`` (docs/model.md §16).
@@ -121,66 +109,17 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     to the last bit; memory is the mixed-precision model's.
     """
     own = _Own.of(cfg)
-    table = net.transformer
-    tp, pp, s, vp, sp = own.tp, own.pp, cfg.S, own.vp, own.sp
+    tp, pp, s, vp = own.tp, own.pp, cfg.S, own.vp
     dp, misfit = _split(cfg.p, own, net)
     big_b = cfg.b * dp
     its = terms.iterations(net.dataset_samples, big_b)
-    row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
-    mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
-    misc = table.misc[mode, row]
-    z = 1.0 - 1.0 / tp
-    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp, sp, own.precision)
-    w_stage = _at(table.w[row], z)
-    # micro-batch slots of the schedule: 1F1B's S + pp - 1; interleaved, the bubble's pp - 1 in
-    # slots of 1/vp of a stage (Narayanan et al. SC'21 §2.2)
-    slots = jnp.where(vp > 1, s + (pp - 1) / vp, s + pp - 1)
-    # the data strategy's order of operations for one stage, the pipeline's for several
-    one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage_s
-    stages = net.dataset_samples * (pp + s - 1) / s * stage_s / dp
-    comp = jnp.where(
-        pp == 1, one_stage, jnp.where(vp > 1, net.dataset_samples * slots / s * stage_s / dp, stages)
-    )
-    comp = comp + its * terms.update_s(machine, w_stage)
-    # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
-    traffic = _value(misc[jnp.array([TRAFFIC_TOTAL, TRAFFIC_SPLIT])], z, tp, sp)
-    # a fused (flash) attention never writes the a s^2 scores: their passes are not moved
-    flash = machine.attention == ATTENTIONS["flash"]
-    traffic = traffic - jnp.where(flash, _value(misc[jnp.array([SCORES, SCORES_SPLIT])], z, tp, sp), 0.0)
-    traffic_s = machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
-    comp = comp + net.dataset_samples / dp * (slots / s) * traffic_s
-    delta = machine.bytes_per_element
-    micro = cfg.b / s
-    grad = _gradient_allreduce(machine, own, dp, delta * w_stage)
-    # overlapped with the last micro-batch's backward pass (Megatron-LM's bucketed
-    # overlap_grad_reduce): only what that pass, 2/3 of the stage's work, cannot hide is exposed
-    hidden = micro * 2.0 / 3.0 * stage_s
-    grad = jnp.where(machine.overlap_grad_reduce > 0, jnp.maximum(grad - hidden, 0.0), grad)
-    # with sequence parallelism each allreduce is a reduce-scatter and an all-gather: the same time
-    per_micro = _tensor_allreduce(machine, misc, tp, micro * delta)
-    tensor = slots * per_micro
-    # the host: the busiest stage's operations cost op_latency_s each to issue (a tensor-parallel
-    # collective is one call inside its layer's, already counted); the GPU runs them as they come,
-    # so a micro-batch slot takes the longer of the host's issue time and the GPU's work: what the
-    # GPU's work does not hide is exposed, once per micro-batch slot (docs/model.md §16)
-    host = misc[OPS] * machine.op_latency_s
-    gpu = micro * (stage_s + traffic_s) + per_micro
-    comp = comp + its * slots * jnp.maximum(host - gpu, 0.0)
-    p2p = _p2p(machine, cfg.p, own, s, dp, its, micro * delta * misc[Y_BOUNDARY])
-    # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
-    # as selective recomputation (docs/model.md §16)
-    act_mode = jnp.where(flash & (mode == 0), 1, mode)
-    act = jnp.max(_value(table.act[act_mode, row], z, tp, sp), axis=-1)
-    work = _value(misc[jnp.array([WORK_TOTAL, WORK_SPLIT])], z, tp, sp)
-    shards = jnp.where(own.zero > 0, dp, 1.0)
-    # micro-batches in flight on the first stage; interleaved, (1 + (pp - 1)/(pp vp)) times more
-    # (Korthikanti et al. 2022 §4.2.3)
-    flight = jnp.minimum(pp, s) * jnp.where(vp > 1, 1.0 + (pp - 1) / (pp * vp), 1.0)
-    # FP8 (Transformer Engine): an 8-bit copy of each weight beside the 16-bit one
-    fp8_copy = jnp.where(own.precision > 0, FP8_WEIGHT_BYTES, 0.0)
-    mem = (2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (
-        flight * act + work
-    )
+    st = _stage(net, machine, own, cfg)
+    comp, traffic_s = _compute(net, machine, st, own, s, dp, its)
+    grad, per_micro = _allreduces(machine, st, own, dp)
+    tensor = st.slots * per_micro
+    comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro)
+    p2p = _p2p(machine, cfg.p, own, s, dp, its, st.micro * st.delta * st.misc.y_boundary)
+    mem = _memory(net, machine, st, own, s, dp)
     interleave = (vp > 1) & (jnp.round(s / pp) * pp != s)  # the interleaved schedule needs pp | S
     # FP8 on a GPU without an FP8 peak does not fit the machine: max_p, as a group that cannot be formed
     misfit = misfit | ((own.precision > 0) & (machine.gpu_flops_fp8 <= 0))
@@ -200,6 +139,117 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_p2p_s=p2p,
         mem_bytes=mem,
         limit=terms.limit_code(machine, mem, misfit, over_batch, terms.over_dataset(net, big_b)),
+    )
+
+
+class _Stage(NamedTuple):
+    """What every term reads of one configuration's largest stage: the recomputation mode and
+    stage-count row of the tables, their scalars, z = 1 - 1/tp, the stage's per-sample time and
+    weights, the schedule's micro-batch slots, one micro-batch's samples, the bytes per element,
+    and whether attention is fused (flash)."""
+
+    mode: Array
+    row: Array
+    misc: StageMisc
+    z: Array
+    stage_s: Array
+    w_stage: Array
+    slots: Array
+    micro: Array
+    delta: Array
+    flash: Array
+
+
+def _stage(net: Net, machine: Machine, own: _Own, cfg: Config) -> _Stage:
+    """The largest stage of a configuration (docs/model.md §16)."""
+    table = net.transformer
+    tp, pp, s, vp = own.tp, own.pp, cfg.S, own.vp
+    row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
+    mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
+    z = 1.0 - 1.0 / tp
+    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp, own.sp, own.precision)
+    # micro-batch slots of the schedule: 1F1B's S + pp - 1; interleaved, the bubble's pp - 1 in
+    # slots of 1/vp of a stage (Narayanan et al. SC'21 §2.2)
+    slots = jnp.where(vp > 1, s + (pp - 1) / vp, s + pp - 1)
+    return _Stage(
+        mode=mode,
+        row=row,
+        misc=StageMisc(*(v[mode, row] for v in table.misc)),
+        z=z,
+        stage_s=stage_s,
+        w_stage=_at(table.w[row], z),
+        slots=slots,
+        micro=cfg.b / s,
+        delta=machine.bytes_per_element,
+        # a fused (flash) attention never writes the a s^2 scores
+        flash=machine.attention == ATTENTIONS["flash"],
+    )
+
+
+def _compute(net: Net, machine: Machine, st: _Stage, own: _Own, s, dp, its):
+    """The compute term per epoch without the host's (the stages' work with the bubble, the
+    weight update, the memory-bound kernels' traffic), and the traffic's time per sample."""
+    tp, pp, vp, sp = own.tp, own.pp, own.vp, own.sp
+    stage_s = st.stage_s
+    # the data strategy's order of operations for one stage, the pipeline's for several
+    one_stage = net.dataset_samples / dp * ((s + pp - 1) / s) * stage_s
+    stages = net.dataset_samples * (pp + s - 1) / s * stage_s / dp
+    comp = jnp.where(
+        pp == 1, one_stage, jnp.where(vp > 1, net.dataset_samples * st.slots / s * stage_s / dp, stages)
+    )
+    comp = comp + its * terms.update_s(machine, st.w_stage)
+    # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
+    misc, z = st.misc, st.z
+    traffic = _value(jnp.stack([misc.traffic_total, misc.traffic_split]), z, tp, sp)
+    # a fused (flash) attention never writes the a s^2 scores: their passes are not moved
+    traffic = traffic - jnp.where(
+        st.flash, _value(jnp.stack([misc.scores, misc.scores_split]), z, tp, sp), 0.0
+    )
+    traffic_s = machine.bytes_per_element * traffic * machine.eltwise_traffic / machine.gpu_mem_bw_Bps
+    comp = comp + net.dataset_samples / dp * (st.slots / s) * traffic_s
+    return comp, traffic_s
+
+
+def _allreduces(machine: Machine, st: _Stage, own: _Own, dp):
+    """The gradient allreduce per iteration (overlapped as Megatron-LM overlaps it) and one
+    micro-batch's tensor-parallel allreduces."""
+    grad = _gradient_allreduce(machine, own, dp, st.delta * st.w_stage)
+    # overlapped with the last micro-batch's backward pass (Megatron-LM's bucketed
+    # overlap_grad_reduce): only what that pass, 2/3 of the stage's work, cannot hide is exposed
+    hidden = st.micro * 2.0 / 3.0 * st.stage_s
+    grad = jnp.where(machine.overlap_grad_reduce > 0, jnp.maximum(grad - hidden, 0.0), grad)
+    # with sequence parallelism each allreduce is a reduce-scatter and an all-gather: the same time
+    return grad, _tensor_allreduce(machine, st.misc, own.tp, st.micro * st.delta)
+
+
+def _host_exposed(machine: Machine, st: _Stage, traffic_s, per_micro):
+    """The host's time per micro-batch slot that the GPU's work does not hide: the busiest
+    stage's operations cost op_latency_s each to issue (a tensor-parallel collective is one
+    call inside its layer's, already counted); the GPU runs them as they come, so a slot takes
+    the longer of the host's issue time and the GPU's work (docs/model.md §16)."""
+    host = st.misc.ops * machine.op_latency_s
+    gpu = st.micro * (st.stage_s + traffic_s) + per_micro
+    return jnp.maximum(host - gpu, 0.0)
+
+
+def _memory(net: Net, machine: Machine, st: _Stage, own: _Own, s, dp):
+    """Memory per GPU: weights, gradients and optimizer state of the largest stage, the
+    activations of the micro-batches in flight, and full recomputation's block (docs/model.md §16)."""
+    table, z, tp, pp, vp, sp = net.transformer, st.z, own.tp, own.pp, own.vp, own.sp
+    # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
+    # as selective recomputation (docs/model.md §16)
+    act_mode = jnp.where(st.flash & (st.mode == 0), 1, st.mode)
+    act = jnp.max(_value(table.act[act_mode, st.row], z, tp, sp), axis=-1)
+    work = _value(jnp.stack([st.misc.work_total, st.misc.work_split]), z, tp, sp)
+    shards = jnp.where(own.zero > 0, dp, 1.0)
+    # micro-batches in flight on the first stage; interleaved, (1 + (pp - 1)/(pp vp)) times more
+    # (Korthikanti et al. 2022 §4.2.3)
+    flight = jnp.minimum(pp, s) * jnp.where(vp > 1, 1.0 + (pp - 1) / (pp * vp), 1.0)
+    # FP8 (Transformer Engine): an 8-bit copy of each weight beside the 16-bit one
+    fp8_copy = jnp.where(own.precision > 0, FP8_WEIGHT_BYTES, 0.0)
+    delta = st.delta
+    return (2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards) * st.w_stage + delta * st.micro * (
+        flight * act + work
     )
 
 
@@ -253,11 +303,11 @@ def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
     return jnp.where(own.tp * own.pp == 1, mach.gradient_allreduce_s(machine, dp, msg_bytes, lk), flat)
 
 
-def _tensor_allreduce(machine: Machine, misc, tp, micro_bytes):
+def _tensor_allreduce(machine: Machine, misc: StageMisc, tp, micro_bytes):
     """One micro-batch's tensor-parallel allreduces on the largest stage, on the tp group's link:
     ``n`` ring allreduces of ``micro_bytes * e / n`` bytes each (zero for tp = 1). A tp group
     wider than a node is the only group crossing each of its nodes: its rings use every NIC."""
-    count, elems = misc[AR_COUNT], misc[AR_ELEMS]
+    count, elems = misc.ar_count, misc.ar_elems
     lk = mach.link(machine, tp, 1.0 / machine.nics_per_node)
     each = collectives.ring_allreduce_s(tp, micro_bytes * elems / jnp.maximum(count, 1.0), *lk)
     return count * each

@@ -1,0 +1,143 @@
+"""The layer kinds, one record each (docs/model.md §1, §3, §6.2, §12, §16).
+
+A :class:`Kind` says everything the kernels do differently for a layer of that kind: its
+forward FLOPs, what it keeps for the backward pass, whether it works in place, its
+tensor-parallel role in Megatron's block, whether its time is memory-bound, whether the
+model-FLOPs utilisation counts it, the operations the host launches for it per micro-batch,
+and which input, weight and output shapes it may have. :data:`TABLE` lists them in code
+order (``LayerArrays.kind`` indexes it; :data:`kernels.names.KINDS` is its names): a new kind
+is one record, appended.
+
+Shapes: ``x = [C, X...]``, ``w = [C, F, K...]`` (all zero: no weights), ``y = [F, Y...]``;
+the FLOPs rules take the rows of the layers of one kind, padded to three spatial extents.
+Numpy only, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+#: Tensor-parallel roles (docs/model.md §16), ``role`` codes index this tuple: replicated (every
+#: rank holds all of it), column-parallel linear (output features split), row-parallel linear
+#: (input features split, output allreduced forward), attention core (heads split), vocabulary-
+#: parallel embedding (table split, output allreduced forward), split element-wise (works on the
+#: split activations between a column- and a row-parallel linear: a GeLU, a SwiGLU product).
+ROLES: tuple[str, ...] = ("replicated", "column", "row", "core", "vocab", "split")
+REPLICATED, COLUMN, ROW, CORE, VOCAB, SPLIT = range(len(ROLES))
+
+Dims = Sequence[int]
+
+
+class Kind(NamedTuple):
+    """One layer kind's rules (module docstring)."""
+
+    name: str
+    #: forward FLOPs per sample of the rows ``x [n, 4]``, ``w [n, 5]``, ``y [n, 4]`` (§3)
+    flops: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    #: what it keeps for its backward pass (§6.2): its input "x", its output "y", or nothing ""
+    saves: str
+    #: works in place: no activations of its own (§6)
+    in_place: bool
+    #: its tensor-parallel role in Megatron's block (:data:`ROLES`, §16); a "column" linear
+    #: reading split activations is "row", a "split" kind reading whole ones "replicated"
+    role: str
+    #: its time is memory-bound: it reads and writes its x + y (and attention its scores) at
+    #: the memory bandwidth; the others (GEMMs) are timed by their FLOPs (§16)
+    memory_bound: bool
+    #: the model-FLOPs utilisation counts its FLOPs (a matrix multiply, §12)
+    model_flops: bool
+    #: operations the host launches per micro-batch, forward and backward (§16)
+    ops: tuple[int, int]
+    #: the shape rule: the rule its (unpadded) x, w, y break, or None (docs/inputs.md#model-files)
+    check: Callable[[Dims, Dims, Dims], str | None]
+
+
+def _kprod(w: np.ndarray) -> np.ndarray:
+    return np.prod(w[:, 2:], axis=1)
+
+
+def _yprod(y: np.ndarray) -> np.ndarray:
+    return np.prod(y[:, 1:], axis=1)
+
+
+def _any(x: Dims, w: Dims, y: Dims) -> str | None:
+    return None
+
+
+def _same(x: Dims, w: Dims, y: Dims) -> str | None:
+    return None if tuple(x) == tuple(y) else "needs y = x (an element-wise layer)"
+
+
+def _linear(x: Dims, w: Dims, y: Dims) -> str | None:
+    if tuple(x[1:]) != tuple(y[1:]):
+        return "needs y[1:] = x[1:] (the same positions)"
+    if any(w) and (w[0] != x[0] or w[1] != y[0] or any(k != 1 for k in w[2:])):
+        return f"needs w = [{x[0]}, {y[0]}, 1...] (x[0], y[0]) or all zeros (tied)"
+    return None
+
+
+def _attention(x: Dims, w: Dims, y: Dims) -> str | None:
+    if x[0] != 3 * y[0] or tuple(x[1:]) != tuple(y[1:]):
+        return f"needs x = [3h, s...] for y = [h, s...] (queries, keys, values): x[0] = {3 * y[0]}"
+    if w[0] != 0 or w[1] < 1 or y[0] % w[1]:
+        return f"needs w = [0, heads, 1...] with heads dividing y[0] = {y[0]}"
+    return None
+
+
+def _embedding(x: Dims, w: Dims, y: Dims) -> str | None:
+    if x[0] != 1 or tuple(x[1:]) != tuple(y[1:]):
+        return "needs x = [1, s...] (token ids) and y = [h, s...] at the same positions"
+    if w[1] != y[0]:
+        return f"needs w = [rows, {y[0]}, 1...] (y[0] features per row)"
+    return None
+
+
+#: The layer kinds in code order (:data:`kernels.names.KINDS`); new kinds go at the end.
+TABLE: tuple[Kind, ...] = (
+    # conv 2 C F prod(K) prod(Y)
+    Kind("conv", lambda x, w, y: 2.0 * w[:, 0] * w[:, 1] * _kprod(w) * _yprod(y), "x", False,
+         "replicated", False, True, (1, 1), _any),
+    # fc 2 C F prod(K)
+    Kind("fc", lambda x, w, y: 2.0 * w[:, 0] * w[:, 1] * _kprod(w), "x", False,
+         "replicated", False, True, (1, 1), _any),
+    # pooling C prod(K) prod(Y), C = x[0]; max pooling keeps its argmax (its output's shape)
+    Kind("pool_max", lambda x, w, y: x[:, 0] * _kprod(w) * _yprod(y), "y", False,
+         "replicated", True, False, (1, 1), _any),
+    Kind("pool_avg", lambda x, w, y: x[:, 0] * _kprod(w) * _yprod(y), "", False,
+         "replicated", True, False, (1, 1), _any),
+    # element-wise |y|
+    Kind("relu", lambda x, w, y: np.prod(y, axis=1), "y", True, "split", True, False, (1, 1), _any),
+    # batch norm 4|x|
+    Kind("bnorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), "x", True,
+         "replicated", True, False, (1, 1), _any),
+    Kind("add", lambda x, w, y: np.prod(y, axis=1), "", False, "replicated", True, False, (1, 2), _any),
+    Kind("dropout", lambda x, w, y: np.prod(y, axis=1), "y", False, "split", True, False, (1, 1), _any),
+    # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
+    # linear 2 C F prod(Y), C = x[0], F = y[0] (from the activations: a tied layer counts too)
+    Kind("linear", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), "x", False,
+         "column", False, True, (1, 2), _linear),
+    # attention 4 h s^2, h = y[0], s = prod(Y): QK^T, softmax, dropout, the weighted sum, permute
+    Kind("attention", lambda x, w, y: 4.0 * y[:, 0] * _yprod(y) ** 2, "x", False,
+         "core", True, True, (5, 7), _attention),
+    Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), "x", False,
+         "replicated", True, False, (1, 2), _same),
+    # embedding 0 (a table lookup): vocabulary-parallel lookup (mask, lookup, zero the foreign
+    # rows), the position lookup and their sum
+    Kind("embedding", lambda x, w, y: np.zeros(len(x)), "x", False, "vocab", True, False, (4, 3), _embedding),
+    Kind("gelu", lambda x, w, y: np.prod(y, axis=1), "x", False, "split", True, False, (1, 2), _same),
+)  # fmt: skip
+
+BY_NAME: dict[str, Kind] = {k.name: k for k in TABLE}
+
+
+def of(names: np.ndarray, field: str) -> np.ndarray:
+    """One field of each layer's kind record, as an array over the layers' kind ``names``."""
+    return np.array([getattr(BY_NAME[n], field) for n in names])
+
+
+def check_shapes(kind: str, x: Dims, w: Dims, y: Dims) -> str | None:
+    """The shape rule a layer of ``kind`` breaks (docs/inputs.md#model-files), or None."""
+    return BY_NAME[kind].check(x, w, y)

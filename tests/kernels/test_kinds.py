@@ -1,0 +1,60 @@
+"""The layer-kind table (kernels/kinds.py, docs/model.md §1): one record per kind, read by the
+network and transformer tables."""
+
+import numpy as np
+import pytest
+
+from kernels import kinds, network, transformer
+from kernels.names import KINDS
+
+
+def test_kinds_are_the_table_names_in_code_order():
+    assert tuple(k.name for k in kinds.TABLE) == KINDS
+    # the CNN kinds keep their codes (ParaDL files and stored networks index them)
+    assert KINDS[:8] == ("conv", "fc", "pool_max", "pool_avg", "relu", "bnorm", "add", "dropout")
+    assert all(k.saves in ("x", "y", "") and k.role in kinds.ROLES for k in kinds.TABLE)
+
+
+def test_the_tables_read_the_records():
+    # docs/model.md §6, §12, §16: relu and bnorm work in place; the matrix multiplies count
+    # toward the MFU; the GEMM kinds are timed by FLOPs, every other kind is memory-bound
+    assert network.IN_PLACE == {"relu", "bnorm"}
+    assert network.MODEL_FLOPS_KINDS == {"conv", "fc", "linear", "attention"}
+    assert set(transformer.GEMM_KINDS) == {"conv", "fc", "linear"}
+    assert network.SAVES["relu"] == "y" and network.SAVES["pool_avg"] == "" and network.SAVES["linear"] == "x"
+    # Megatron-LM's GPT layer (docs/model.md §16): attention 5 kernels forward, 7 backward
+    assert transformer.OPS_PER_KIND["attention"] == (5, 7) and transformer.OPS_PER_KIND["conv"] == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "kind, x, w, y, broken",
+    [
+        ("gelu", (4096, 2048), (0, 0, 0), (4096, 2048), None),
+        ("gelu", (4096, 2048), (0, 0, 0), (1024, 2048), "y = x"),
+        ("layernorm", (1024, 2048), (2, 1024, 1), (1024, 1024), "y = x"),
+        ("attention", (3072, 2048), (0, 16, 1), (1024, 2048), None),
+        ("attention", (1024, 2048), (0, 16, 1), (1024, 2048), "3h"),
+        ("attention", (3072, 1024), (0, 16, 1), (1024, 2048), "3h"),
+        ("attention", (3072, 2048), (0, 7, 1), (1024, 2048), "heads dividing"),
+        ("linear", (1024, 2048), (1024, 4096, 1), (4096, 2048), None),
+        ("linear", (1024, 2048), (0, 0, 0), (50257, 2048), None),  # tied to the embedding
+        ("linear", (1024, 2048), (1024, 4096, 1), (4096, 1024), "same positions"),
+        ("linear", (1024, 2048), (1024, 4000, 1), (4096, 2048), "x[0], y[0]"),
+        ("embedding", (1, 2048), (52305, 1024, 1), (1024, 2048), None),
+        ("embedding", (1, 2048), (52305, 512, 1), (1024, 2048), "y[0] features"),
+        ("conv", (3, 224, 224), (3, 64, 7, 7), (64, 112, 112), None),
+    ],
+)
+def test_shape_rules(kind, x, w, y, broken):
+    got = kinds.check_shapes(kind, x, w, y)
+    assert got is None if broken is None else broken in got
+
+
+def test_forward_flops_by_rule():
+    # one layer of each of three kinds, by hand: linear 2 C F s = 2*8*16*4 = 1024;
+    # attention 4 h s^2 = 4*8*4^2 = 512; embedding 0
+    code = [KINDS.index(k) for k in ("linear", "attention", "embedding")]
+    x = np.array([[8, 4, 1, 1], [24, 4, 1, 1], [1, 4, 1, 1]], float)
+    w = np.array([[8, 16, 1, 1, 1], [0, 2, 1, 1, 1], [100, 8, 1, 1, 1]], float)
+    y = np.array([[16, 4, 1, 1], [8, 4, 1, 1], [8, 4, 1, 1]], float)
+    assert network.forward_flops(np.array(code), x, w, y).tolist() == [1024.0, 512.0, 0.0]
