@@ -54,6 +54,11 @@ class Kind(NamedTuple):
     #: the shape rule: the rule its (unpadded) x, w, y break, or None (docs/inputs.md#model-files)
     check: Callable[[Dims, Dims, Dims], str | None]
 
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The tensor-parallel roles a layer of this kind may state (docs/model.md §16)."""
+        return _roles(self.role)
+
 
 def _kprod(w: np.ndarray) -> np.ndarray:
     return np.prod(w[:, 2:], axis=1)
@@ -68,7 +73,15 @@ def _any(x: Dims, w: Dims, y: Dims) -> str | None:
 
 
 def _same(x: Dims, w: Dims, y: Dims) -> str | None:
-    return None if tuple(x) == tuple(y) else "needs y = x (an element-wise layer)"
+    return (
+        None
+        if tuple(x) == tuple(y)
+        else f"needs y = x (an element-wise layer), got x {_dims(x)}, y {_dims(y)}"
+    )
+
+
+def _dims(d: Dims) -> str:
+    return "[" + ", ".join(map(str, d)) + "]"
 
 
 def _linear(x: Dims, w: Dims, y: Dims) -> str | None:
@@ -81,7 +94,7 @@ def _linear(x: Dims, w: Dims, y: Dims) -> str | None:
 
 def _attention(x: Dims, w: Dims, y: Dims) -> str | None:
     if x[0] != 3 * y[0] or tuple(x[1:]) != tuple(y[1:]):
-        return f"needs x = [3h, s...] for y = [h, s...] (queries, keys, values): x[0] = {3 * y[0]}"
+        return f"needs x = [3h, s...] for y = [h, s...] (queries, keys, values), x[0] = {3 * y[0]}"
     if w[0] != 0 or w[1] < 1 or y[0] % w[1]:
         return f"needs w = [0, heads, 1...] with heads dividing y[0] = {y[0]}"
     return None
@@ -109,12 +122,12 @@ TABLE: tuple[Kind, ...] = (
     Kind("pool_avg", lambda x, w, y: x[:, 0] * _kprod(w) * _yprod(y), "", False,
          "replicated", True, False, (1, 1), _any),
     # element-wise |y|
-    Kind("relu", lambda x, w, y: np.prod(y, axis=1), "y", True, "split", True, False, (1, 1), _any),
+    Kind("relu", lambda x, w, y: np.prod(y, axis=1), "y", True, "split", True, False, (1, 1), _same),
     # batch norm 4|x|
     Kind("bnorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), "x", True,
-         "replicated", True, False, (1, 1), _any),
-    Kind("add", lambda x, w, y: np.prod(y, axis=1), "", False, "replicated", True, False, (1, 2), _any),
-    Kind("dropout", lambda x, w, y: np.prod(y, axis=1), "y", False, "split", True, False, (1, 1), _any),
+         "replicated", True, False, (1, 1), _same),
+    Kind("add", lambda x, w, y: np.prod(y, axis=1), "", False, "replicated", True, False, (1, 2), _same),
+    Kind("dropout", lambda x, w, y: np.prod(y, axis=1), "y", False, "split", True, False, (1, 1), _same),
     # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
     # linear 2 C F prod(Y), C = x[0], F = y[0] (from the activations: a tied layer counts too)
     Kind("linear", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), "x", False,
@@ -136,6 +149,14 @@ BY_NAME: dict[str, Kind] = {k.name: k for k in TABLE}
 def of(names: np.ndarray, field: str) -> np.ndarray:
     """One field of each layer's kind record, as an array over the layers' kind ``names``."""
     return np.array([getattr(BY_NAME[n], field) for n in names])
+
+
+def _roles(role: str) -> tuple[str, ...]:
+    """The roles a kind of default ``role`` may state: a linear column- or row-parallel, an
+    attention core or embedding its own, an element-wise kind split or not; any replicated."""
+    return {"column": ("column", "row"), "split": ("split",)}.get(role, (role,)) + ("replicated",) * (
+        role != "replicated"
+    )
 
 
 def check_shapes(kind: str, x: Dims, w: Dims, y: Dims) -> str | None:

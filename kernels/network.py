@@ -60,7 +60,9 @@ class LayerArrays(NamedTuple):
     ``x[l] = [C, X1, X2, X3]``, ``w[l] = [C, F, K1, K2, K3]`` (a zero means no
     weights), ``y[l] = [F, Y1, Y2, Y3]``; ``kind[l]`` indexes :data:`KINDS`.
     ``active[f, l]`` is the fixed active flag of family ``f`` of
-    :data:`ACTIVE_FAMILIES`, used where ``overridden[f]`` is true.
+    :data:`ACTIVE_FAMILIES`, used where ``overridden[f]`` is true. ``role[l]`` is the layer's
+    tensor-parallel role code (:data:`kernels.kinds.ROLES`, docs/model.md §16), as a block
+    builder states it; None derives every role by :func:`kernels.transformer.derive_roles`.
     """
 
     kind: np.ndarray
@@ -69,6 +71,7 @@ class LayerArrays(NamedTuple):
     y: np.ndarray
     active: np.ndarray
     overridden: np.ndarray
+    role: np.ndarray | None = None
 
 
 class SplitSums(NamedTuple):
@@ -358,7 +361,7 @@ def build_net(
         channel=_split_sums(masks[1], flops, w_elems, y_elems, _channel_split(x), fk, tk),
         spatial=_spatial_table(layers, flops, act, in_place, saved, fk, tk),
         pipeline=_pipeline_table(flops, w_elems, act_nip, y_elems, saved, fk, tk, stages),
-        transformer=transformer_table(names, x, w, y, flops, act_nip, stages, fk, tk),
+        transformer=transformer_table(names, x, w, y, flops, act_nip, stages, fk, tk, layers.role),
         model_flops=np.float64(flops[np.isin(names, list(MODEL_FLOPS_KINDS))].sum()),
         tokens=np.float64(tokens_per_sample(names, x)),
     )

@@ -96,6 +96,10 @@ GEMM_KINDS = tuple(k.name for k in kinds.TABLE if not k.memory_bound)
 #: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
 #: tp), a row-parallel linear (input features split), an attention core (heads split).
 COLUMN, ROW, CORE = 0, 1, 2
+#: A layer's tensor-parallel role codes (:data:`kernels.kinds.ROLES`).
+ROLE_REPLICATED, ROLE_COLUMN, ROLE_ROW, ROLE_CORE, ROLE_VOCAB, ROLE_SPLIT = (
+    kinds.ROLES.index(r) for r in ("replicated", "column", "row", "core", "vocab", "split")
+)
 #: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
 #: writes them, dropout reads and writes them, the weighted sum reads them.
 SCORE_PASSES = 6.0
@@ -123,42 +127,60 @@ class _Layers(NamedTuple):
     row: np.ndarray  # 1 for a row-parallel linear
 
 
-def tensor_roles(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, act: np.ndarray) -> _Layers:
-    """Per layer: the tensor-parallel split of FLOPs, weights, activations and the allreduces
-    (rules in the module docstring)."""
-    g = len(names)
+def derive_roles(names: np.ndarray) -> np.ndarray:
+    """Each layer's tensor-parallel role code (:data:`kernels.kinds.ROLES`) by the rule of the
+    module docstring, for a layer list that states none (a model file written by hand): read
+    front to back with the *split* flag, a linear is column-parallel on whole activations and
+    row-parallel on split ones (toggling the flag), an element-wise "split" kind is split only on
+    split activations, attention splits the flag on, the embedding and every replicated kind
+    off. A SwiGLU gate beside its up projection would be misread: block builders state roles."""
+    out = np.zeros(len(names), dtype=np.int64)
+    state = False  # activations split over tp
+    for i, name in enumerate(names):
+        role = kinds.BY_NAME[str(name)].role
+        if role == "column":
+            out[i] = ROLE_ROW if state else ROLE_COLUMN
+            state = not state
+        elif role == "split":
+            out[i] = ROLE_SPLIT if state else ROLE_REPLICATED
+        else:
+            out[i] = kinds.ROLES.index(role)
+            state = role == "core"
+    return out
+
+
+def tensor_roles(
+    names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, act: np.ndarray, role: np.ndarray
+) -> _Layers:
+    """Per layer: the tensor-parallel split of FLOPs, weights, activations and the allreduces of
+    its role code (:data:`kernels.kinds.ROLES`, module docstring): column- and row-parallel
+    linears, attention cores and the vocabulary-parallel embedding divide their work by tp,
+    a split element-wise layer its work and activations; full recomputation keeps the input of
+    the last layernorm before each attention core (the block's input)."""
     x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
     w_elems = np.prod(w, axis=1)
-    out = _Layers(*(np.zeros(g) for _ in range(7)))
-    state = False  # activations split over tp
+    out = _Layers(*(np.zeros(len(names)) for _ in range(7)))
     last_norm = -1
-    for i, kind in enumerate(names):
-        if kind == "linear":
+    for i, r in enumerate(role):
+        if names[i] == "layernorm":
+            last_norm = i
+        if r == ROLE_COLUMN:
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
-            if state:  # row-parallel
-                out.row[i] = 1.0
-                out.act_split[i] = x_elems[i]
-                out.ar_fwd[i] = y_elems[i]
-            else:  # column-parallel
-                out.act_split[i] = y_elems[i]
-                out.ar_bwd[i] = x_elems[i]
-            state = not state
-        elif kind == "attention":
+            out.act_split[i] = y_elems[i]
+            out.ar_bwd[i] = x_elems[i]
+        elif r == ROLE_ROW:
+            out.split[i], out.w_split[i], out.row[i] = 1.0, w_elems[i], 1.0
+            out.act_split[i] = x_elems[i]
+            out.ar_fwd[i] = y_elems[i]
+        elif r == ROLE_CORE:
             out.split[i], out.act_split[i] = 1.0, act[i]
-            state = True
             if last_norm >= 0:
                 out.kept[last_norm] = x_elems[last_norm]
-        elif kind == "embedding":
+        elif r == ROLE_VOCAB:
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
             out.ar_fwd[i] = y_elems[i]
-            state = False
-        elif kind in ("gelu", "relu", "dropout"):
-            out.split[i] = 1.0 if state else 0.0
-            out.act_split[i] = act[i] if state else 0.0
-        else:
-            if kind == "layernorm":
-                last_norm = i
-            state = False
+        elif r == ROLE_SPLIT:
+            out.split[i], out.act_split[i] = 1.0, act[i]
     return out
 
 
@@ -446,19 +468,21 @@ def transformer_table(
     stages: Stages,
     fk: np.ndarray,
     tk: np.ndarray,
+    role: np.ndarray | None = None,
 ) -> TransformerTable:
     """The tables of one network (docs/model.md §16) for pp = 1..P stages of ``stages``.
 
     ``flops`` are training FLOPs per sample and ``act`` non-in-place activations
     per layer, ``fk`` and ``tk`` each layer's FLOPs and ``|x|+|y|`` in the column of its
-    kind (``[G, KINDS]``), as :func:`kernels.network.build_net` computes them. Row 1 (one
+    kind (``[G, KINDS]``), as :func:`kernels.network.build_net` computes them; ``role`` each
+    layer's tensor-parallel role code (default :func:`derive_roles`). Row 1 (one
     stage) uses the network's plain sums, as the data strategy does, and every
     row's totals are the same sums the pipeline table takes, so the strategies
     that coincide agree to the last bit (docs/model.md §16). Each term (compute, memory,
     tensor-parallel communication, host and traffic, pipeline sends) has its own per-layer
     record, summed per stage alike.
     """
-    roles = tensor_roles(names, x, w, y, act)
+    roles = tensor_roles(names, x, w, y, act, derive_roles(names) if role is None else role)
     compute, shapes = _compute_terms(names, x, w, y, flops, fk, tk, roles)
     layer = (
         compute,

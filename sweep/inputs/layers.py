@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernels import ACTIVE_FAMILIES, KINDS, LayerArrays, Net, build_net
+from kernels.kinds import ROLES
+from kernels.transformer import derive_roles
 
 
 @dataclass(frozen=True)
@@ -15,7 +17,10 @@ class Layer:
     """One layer: kind, input ``[C, X...]``, weights ``[C, F, K...]``, output ``[F, Y...]``.
 
     ``active`` maps a strategy family (``spatial``, ``filter``, ``channel``)
-    to a fixed flag; families not in it follow the defaults of docs/model.md §9.
+    to a fixed flag; families not in it follow the defaults of docs/model.md §9. ``role`` is
+    the layer's tensor-parallel role (:data:`kernels.kinds.ROLES`, docs/model.md §16), as a
+    block builder or a model file states it; empty, it is derived when the model is bound
+    (:func:`kernels.transformer.derive_roles`).
     """
 
     name: str
@@ -24,6 +29,7 @@ class Layer:
     w: tuple[int, ...]
     y: tuple[int, ...]
     active: dict[str, bool] = field(default_factory=dict, compare=False)
+    role: str = ""
 
 
 @dataclass
@@ -53,7 +59,9 @@ class Model:
 
 
 def to_arrays(model: Model) -> LayerArrays:
-    """Per-layer shape arrays padded to three spatial dimensions (see :class:`kernels.LayerArrays`)."""
+    """Per-layer shape arrays padded to three spatial dimensions and role codes (see
+    :class:`kernels.LayerArrays`): the roles the layers state, the others derived once, here,
+    by :func:`kernels.transformer.derive_roles`."""
     g = len(model.layers)
     x = np.ones((g, 4))
     w = np.ones((g, 5))
@@ -61,7 +69,10 @@ def to_arrays(model: Model) -> LayerArrays:
     kind = np.zeros(g, dtype=np.int64)
     active = np.zeros((len(ACTIVE_FAMILIES), g), dtype=bool)
     overridden = np.zeros(len(ACTIVE_FAMILIES), dtype=bool)
+    role = derive_roles(np.array([layer.kind for layer in model.layers]))
     for i, layer in enumerate(model.layers):
+        if layer.role:
+            role[i] = ROLES.index(layer.role)
         x[i, : len(layer.x)] = layer.x
         w[i, : len(layer.w)] = layer.w
         y[i, : len(layer.y)] = layer.y
@@ -70,7 +81,7 @@ def to_arrays(model: Model) -> LayerArrays:
             if family in layer.active:
                 overridden[f] = True
                 active[f, i] = layer.active[family]
-    return LayerArrays(kind, x, w, y, active, overridden)
+    return LayerArrays(kind, x, w, y, active, overridden, role)
 
 
 def bind(model: Model, machine_name: str, ref_rate_flops: float) -> Net:

@@ -18,6 +18,10 @@ vocabulary ``V`` is, per sample (one sequence; shapes ``[features, s]``)::
     ln_f       layernorm
     out        linear     x [h, s]    w [0, 0, 0]     y [V, s]    tied to the embedding
 
+Each layer states its tensor-parallel role (:data:`kernels.kinds.ROLES`): the embedding
+vocabulary-parallel, qkv and up column-parallel, attn the attention core, gelu split, proj and
+down row-parallel, out column-parallel, the rest replicated.
+
 Biases are not counted (as for the CNNs), so the weights are
 ``12 L h^2 + (V + s) h + (4 L + 2) h``; GPT-3 175B comes to 174.6e9 against the
 paper's 175.0e9.
@@ -68,19 +72,22 @@ def is_gpt(name: str) -> bool:
 
 
 def block(i: int, h: int, a: int, s: int) -> list[Layer]:
-    """Block ``i`` of a GPT: pre-layernorm attention and MLP with residual adds."""
+    """Block ``i`` of a GPT: pre-layernorm attention and MLP with residual adds, each layer's
+    tensor-parallel role as Megatron-LM splits it (docs/model.md §16): column-parallel QKV and
+    MLP-up, the attention core's heads, row-parallel output projection and MLP-down, the GeLU on
+    the split activations between them, the layernorms and adds replicated."""
     hs, none = (h, s), (h, h, 0)
     return [
-        Layer(f"ln1_{i}", "layernorm", hs, (2, h, 1), hs),
-        Layer(f"qkv_{i}", "linear", hs, (h, 3 * h, 1), (3 * h, s)),
-        Layer(f"attn_{i}", "attention", (3 * h, s), (0, a, 1), hs),
-        Layer(f"proj_{i}", "linear", hs, (h, h, 1), hs),
-        Layer(f"add1_{i}", "add", hs, none, hs),
-        Layer(f"ln2_{i}", "layernorm", hs, (2, h, 1), hs),
-        Layer(f"up_{i}", "linear", hs, (h, 4 * h, 1), (4 * h, s)),
-        Layer(f"gelu_{i}", "gelu", (4 * h, s), (4 * h, 4 * h, 0), (4 * h, s)),
-        Layer(f"down_{i}", "linear", (4 * h, s), (4 * h, h, 1), hs),
-        Layer(f"add2_{i}", "add", hs, none, hs),
+        Layer(f"ln1_{i}", "layernorm", hs, (2, h, 1), hs, role="replicated"),
+        Layer(f"qkv_{i}", "linear", hs, (h, 3 * h, 1), (3 * h, s), role="column"),
+        Layer(f"attn_{i}", "attention", (3 * h, s), (0, a, 1), hs, role="core"),
+        Layer(f"proj_{i}", "linear", hs, (h, h, 1), hs, role="row"),
+        Layer(f"add1_{i}", "add", hs, none, hs, role="replicated"),
+        Layer(f"ln2_{i}", "layernorm", hs, (2, h, 1), hs, role="replicated"),
+        Layer(f"up_{i}", "linear", hs, (h, 4 * h, 1), (4 * h, s), role="column"),
+        Layer(f"gelu_{i}", "gelu", (4 * h, s), (4 * h, 4 * h, 0), (4 * h, s), role="split"),
+        Layer(f"down_{i}", "linear", (4 * h, s), (4 * h, h, 1), hs, role="row"),
+        Layer(f"add2_{i}", "add", hs, none, hs, role="replicated"),
     ]
 
 
@@ -95,11 +102,12 @@ def gpt(
     if layers > MAX_BLOCKS:
         raise InputError(f"model '{name}': {layers:,} blocks, more than the {MAX_BLOCKS:,} a GPT may have")
     hs = (hidden, seq)
-    out = [Layer("embed", "embedding", (1, seq), (vocab + seq, hidden, 1), hs)]
+    out = [Layer("embed", "embedding", (1, seq), (vocab + seq, hidden, 1), hs, role="vocab")]
     for i in range(layers):
         out.extend(block(i, hidden, heads, seq))
-    out.append(Layer("ln_f", "layernorm", hs, (2, hidden, 1), hs))
-    out.append(Layer("out", "linear", hs, (0, 0, 0), (vocab, seq)))
+    out.append(Layer("ln_f", "layernorm", hs, (2, hidden, 1), hs, role="replicated"))
+    # the output layer, column-parallel over the vocabulary (its logits split over tp)
+    out.append(Layer("out", "linear", hs, (0, 0, 0), (vocab, seq), role="column"))
     return Model(
         name=name,
         dataset_samples=TOKENS // seq,

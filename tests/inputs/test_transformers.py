@@ -152,3 +152,96 @@ def test_absurd_gpt_through_the_cli():
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
     assert "gpt-l100000-h100000-a1000-s100000" in lines[0] and "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------- shapes by kind, explicit roles
+
+
+def _toml(tmp_path, layers: list[str], name: str = "m.toml"):
+    """A model file of the given ``[[layer]]`` bodies (one inline line each)."""
+    body = "".join(f"\n[[layer]]\n{layer}\n" for layer in layers)
+    path = tmp_path / name
+    path.write_text(f'[model]\nname = "m"\ndataset_samples = 100\n{body}')
+    return path
+
+
+_LN = 'name = "ln"\nkind = "layernorm"\nx = [8, 4]\nw = [2, 8, 1]\ny = [8, 4]'
+
+
+@pytest.mark.parametrize(
+    "layer, rule",
+    [
+        # gelu with x != y (issue 38, defect 8)
+        ('name = "g"\nkind = "gelu"\nx = [8, 4]\nw = [0, 0, 0]\ny = [16, 4]', "needs y = x"),
+        # attention whose input is not [3h, s] for y = [h, s]
+        ('name = "a"\nkind = "attention"\nx = [8, 4]\nw = [0, 2, 1]\ny = [8, 4]', "x = [3h, s...]"),
+        ('name = "a"\nkind = "attention"\nx = [24, 2]\nw = [0, 2, 1]\ny = [8, 4]', "x = [3h, s...]"),
+        # a linear that changes the positions
+        ('name = "l"\nkind = "linear"\nx = [8, 4]\nw = [8, 16, 1]\ny = [16, 2]', "same positions"),
+        ('name = "n"\nkind = "layernorm"\nx = [8, 4]\nw = [2, 8, 1]\ny = [8, 2]', "needs y = x"),
+        (
+            'name = "r"\nkind = "linear"\nx = [8, 4]\nw = [8, 8, 1]\ny = [8, 4]\nrole = "core"',
+            "cannot have role",
+        ),
+        (
+            'name = "r"\nkind = "linear"\nx = [8, 4]\nw = [8, 8, 1]\ny = [8, 4]\nrole = "diagonal"',
+            "role must be",
+        ),
+    ],
+)
+def test_model_file_shapes_are_checked_against_the_kind(tmp_path, layer, rule):
+    path = _toml(tmp_path, [_LN, layer])
+    with pytest.raises(InputError) as err:
+        load_model(path)
+    message = str(err.value)
+    assert rule in message and "m.toml" in message and "layer[1]" in message and "\n" not in message
+
+
+def test_an_embedding_fed_positions_that_differ_from_its_output_is_an_error(tmp_path):
+    embed = 'name = "e"\nkind = "embedding"\nx = [1, 4]\nw = [100, 8, 1]\ny = [8, 2]'
+    with pytest.raises(InputError, match="embedding layer 'e' needs x = \\[1, s...\\]"):
+        load_model(_toml(tmp_path, [embed]))
+
+
+def test_stated_roles_replace_the_derived_ones(tmp_path):
+    """A SwiGLU-like MLP: gate and up both column-parallel over the normed input, the product
+    split, down row-parallel. Derived by the toggle rule, up would be read as row-parallel (its
+    output allreduced) and down as column-parallel. Tensor-parallel allreduce elements per
+    sample (h = 8, s = 4, ffn 16): stated, gate's and up's input gradients backward (8*4 each)
+    and down's output forward (8*4) = 96; derived, gate backward 32, up's output forward 16*4 =
+    64, down's input backward 16*4 = 64: 160."""
+    mlp = [
+        'name = "gate"\nkind = "linear"\nx = [8, 4]\nw = [8, 16, 1]\ny = [16, 4]',
+        'name = "up"\nkind = "linear"\nx = [8, 4]\nw = [8, 16, 1]\ny = [16, 4]',
+        'name = "act"\nkind = "gelu"\nx = [16, 4]\nw = [0, 0, 0]\ny = [16, 4]',
+        'name = "down"\nkind = "linear"\nx = [16, 4]\nw = [16, 8, 1]\ny = [8, 4]',
+    ]
+    roles = ["column", "column", "split", "row"]
+    stated = [f'{layer}\nrole = "{role}"' for layer, role in zip(mlp, roles, strict=True)]
+    derived_model = load_model(_toml(tmp_path, [_LN, *mlp], "derived.toml"))
+    stated_model = load_model(_toml(tmp_path, [_LN, *stated], "stated.toml"))
+    codes = [kernels.kinds.ROLES.index(r) for r in ("replicated", *roles)]
+    assert to_arrays(stated_model).role.tolist() == codes
+    derived = [kernels.kinds.ROLES[c] for c in to_arrays(derived_model).role]
+    assert derived == ["replicated", "column", "row", "replicated", "column"]
+
+    def ar_elems(model):
+        net = kernels.build_net(to_arrays(model), model.dataset_samples)
+        return float(net.transformer.misc.ar_elems[0, 1])
+
+    assert ar_elems(stated_model) == 96.0
+    assert ar_elems(derived_model) == 160.0
+
+
+def test_gpt_blocks_state_megatrons_roles():
+    """The GPT builder states each role (docs/model.md §16), and they are the ones the toggle
+    rule derives for the same layer list, so hand-written GPT files price the same."""
+    m = load_model("gpt-l2-h64-a4-s32-v100")
+    stated = [layer.role for layer in m.layers]
+    assert stated[:11] == [
+        "vocab", "replicated", "column", "core", "row", "replicated", "replicated", "column", "split", "row",
+        "replicated",
+    ]  # fmt: skip
+    assert stated[-1] == "column"
+    names = np.array([layer.kind for layer in m.layers])
+    assert [kernels.kinds.ROLES[c] for c in kernels.transformer.derive_roles(names)] == stated
