@@ -18,8 +18,8 @@ def test_kinds_are_the_table_names_in_code_order():
 def test_the_tables_read_the_records():
     # docs/model.md §6, §12, §16: relu and bnorm work in place; the matrix multiplies count
     # toward the MFU; the GEMM kinds are timed by FLOPs, every other kind is memory-bound
-    assert network.IN_PLACE == {"relu", "bnorm"}
-    assert network.MODEL_FLOPS_KINDS == {"conv", "fc", "linear", "attention"}
+    assert {"relu", "bnorm"} == network.IN_PLACE
+    assert {"conv", "fc", "linear", "attention"} == network.MODEL_FLOPS_KINDS
     assert set(transformer.GEMM_KINDS) == {"conv", "fc", "linear"}
     assert network.SAVES["relu"] == "y" and network.SAVES["pool_avg"] == "" and network.SAVES["linear"] == "x"
     # Megatron-LM's GPT layer (docs/model.md §16): attention 5 kernels forward, 7 backward
