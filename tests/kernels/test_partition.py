@@ -77,3 +77,46 @@ def test_stage_sums_equal_layer_sums(blocks, pp):
     starts = stages.layer_starts(pp)
     assert set(starts[1:]) <= set(partition.block_starts(names).tolist())
     np.testing.assert_array_equal(stages.sums(stages.per_unit(flops), pp), np.add.reduceat(flops, starts))
+
+
+def test_megatron_places_blocks_that_pp_vp_does_not_divide():
+    """docs/model.md §16, by hand. Without interleaving any pp up to the blocks is placed (uneven
+    first and last stages): DeepSeek-V3's 61 at pp 16 (3 + 14 x 4 + 2), and 126 at pp 8.
+    Interleaved, the pp vp chunks must be equal counting the embedding and the loss as layers:
+    Llama 3.1 405B's 126 at pp 8, vp 8 (128 / 64 = 2 a chunk) and vp 4 (128 / 32 = 4), 127 at
+    pp 8, vp 8 (the embedding alone: 128 / 64); not 126 at pp 4, vp 5 (20 divides none of 126,
+    127, 128), nor 61 at pp 16, vp 2 (32 divides none of 61, 62, 63); pp beyond the blocks never."""
+    cases = [
+        ((61, 16, 1), True),
+        ((126, 8, 1), True),
+        ((96, 8, 4), True),
+        ((126, 8, 8), True),
+        ((126, 8, 4), True),
+        ((127, 8, 8), True),
+        ((126, 4, 5), False),
+        ((61, 16, 2), False),
+        ((4, 8, 1), False),
+    ]
+    for (blocks, pp, vp), want in cases:
+        assert bool(partition.placeable(blocks, pp, vp)) is want, (blocks, pp, vp)
+    # arrays (a sweep's axes) elementwise, as the kernel calls it
+    got = partition.placeable(np.float64(126.0), np.array([8.0, 4.0]), np.array([8.0, 5.0]))
+    assert got.tolist() == [True, False]
+
+
+def test_the_fullest_stage_holds_ceil_blocks_over_pp():
+    """126 blocks at pp 8 (docs/model.md §16): Megatron-LM's placement puts 16 blocks on each
+    middle stage (8 chunks of 2), 15 on the first and last, beside the embedding and the loss;
+    ceil(126 / 8) = 16, and the min-max partition of the stage table's pp = 8 row has the same
+    fullest stage, 16 blocks (it fills the first seven, 7 x 16 + 14: the remainder sits
+    elsewhere, but the fullest stage, which sets the pace and the memory, is the same)."""
+    assert partition.fullest_stage_blocks(126, 8) == 16
+    assert partition.fullest_stage_blocks(61, 16) == 4
+    model = gpt("g", 126, 8, 2, 4, vocab=10)
+    names = names_of(model)
+    a = to_arrays(model)
+    flops = 3.0 * kernels.network.forward_flops(a.kind, a.x, a.w, a.y)
+    stages = partition.stage_partitions(names, flops)
+    starts = stages.parts[8 - 1]
+    sizes = np.diff([*starts, len(stages.units)])
+    assert sizes.max() == 16 and sizes.sum() == 126 and len(sizes) == 8
