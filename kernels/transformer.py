@@ -1,21 +1,24 @@
 """Per-network tables of the data+tensor+pipeline strategy (docs/model.md §16).
 
 Megatron-style tensor parallelism splits some layers' work over ``tp`` GPUs and
-replicates the rest. Which is which follows from the layer list alone, read
-front to back with one flag, *split*, that says whether the activations
-flowing between layers are divided over the ``tp`` group:
+replicates the rest, by each layer's role (:data:`kernels.kinds.ROLES`, one code per layer
+in ``LayerArrays.role``, as a block builder or a model file states it):
 
-* ``linear`` reading replicated activations is column-parallel (the filter
-  split): its FLOPs and weights are divided by tp, its output is split, and
-  its input's gradient is allreduced in the backward pass;
-* ``linear`` reading split activations is row-parallel (the channel split):
-  FLOPs and weights divided by tp, its output allreduced in the forward pass
-  and replicated after it;
-* ``attention`` splits its heads (FLOPs, scores) and keeps the flag;
-* ``embedding`` splits its table over the vocabulary and allreduces its
-  output in the forward pass;
-* element-wise kinds (gelu, relu, dropout) follow the flag; every other kind
-  (layernorm, add, conv, fc, ...) is replicated and replicates the flag.
+* a column-parallel ``linear`` (the filter split): its FLOPs and weights are divided by tp,
+  its output is split, and its input's gradient is allreduced in the backward pass;
+* a row-parallel ``linear`` (the channel split): FLOPs and weights divided by tp, its output
+  allreduced in the forward pass and replicated after it;
+* an attention core splits its heads (FLOPs, scores);
+* a vocabulary-parallel ``embedding`` splits its table and allreduces its output in the
+  forward pass;
+* a split element-wise layer (GeLU between a column- and a row-parallel linear) divides its
+  work and activations; a replicated one (layernorm, add, conv, fc, ...) is whole on every rank.
+
+A layer list that states no roles gets them from :func:`derive_roles`: read front to back
+with one flag, *split*, that says whether the activations flowing between layers are
+divided over the ``tp`` group, a linear on whole activations is column-parallel and one on
+split activations row-parallel (each toggles the flag), attention sets the flag, element-wise
+kinds follow it, every other kind clears it.
 
 On GPT this is Megatron's block: column QKV, split attention, row output
 projection, column MLP-up, split GeLU, row MLP-down: two allreduces forward and
