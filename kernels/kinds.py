@@ -31,28 +31,39 @@ REPLICATED, COLUMN, ROW, CORE, VOCAB, SPLIT = range(len(ROLES))
 Dims = Sequence[int]
 
 
+def _any(x: Dims, w: Dims, y: Dims) -> str | None:
+    return None
+
+
 class Kind(NamedTuple):
-    """One layer kind's rules (module docstring)."""
+    """One layer kind's rules (module docstring); a record states only what differs from the
+    defaults (a replicated, memory-bound layer that keeps its input)."""
 
     name: str
     #: forward FLOPs per sample of the rows ``x [n, 4]``, ``w [n, 5]``, ``y [n, 4]`` (§3)
     flops: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
     #: what it keeps for its backward pass (§6.2): its input "x", its output "y", or nothing ""
-    saves: str
+    saves: str = "x"
     #: works in place: no activations of its own (§6)
-    in_place: bool
+    in_place: bool = False
     #: its tensor-parallel role in Megatron's block (:data:`ROLES`, §16); a "column" linear
     #: reading split activations is "row", a "split" kind reading whole ones "replicated"
-    role: str
+    role: str = "replicated"
     #: its time is memory-bound: it reads and writes its x + y (and attention its scores) at
     #: the memory bandwidth; the others (GEMMs) are timed by their FLOPs (§16)
-    memory_bound: bool
+    memory_bound: bool = True
     #: the model-FLOPs utilisation counts its FLOPs (a matrix multiply, §12)
-    model_flops: bool
+    model_flops: bool = False
     #: operations the host launches per micro-batch, forward and backward (§16)
-    ops: tuple[int, int]
+    ops: tuple[int, int] = (1, 1)
     #: the shape rule: the rule its (unpadded) x, w, y break, or None (docs/inputs.md#model-files)
-    check: Callable[[Dims, Dims, Dims], str | None]
+    check: Callable[[Dims, Dims, Dims], str | None] = _any
+    #: filter and channel parallelism split it by default (§9)
+    filter_channel: bool = False
+    #: a GEMM timed by its shape when the machine gives ``gpu_sms`` (§16)
+    by_shape: bool = False
+    #: runs at the FP8 peak with ``precision = fp8`` (Transformer Engine's linear layers, §16)
+    fp8: bool = False
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -66,10 +77,6 @@ def _kprod(w: np.ndarray) -> np.ndarray:
 
 def _yprod(y: np.ndarray) -> np.ndarray:
     return np.prod(y[:, 1:], axis=1)
-
-
-def _any(x: Dims, w: Dims, y: Dims) -> str | None:
-    return None
 
 
 def _same(x: Dims, w: Dims, y: Dims) -> str | None:
@@ -111,36 +118,36 @@ def _embedding(x: Dims, w: Dims, y: Dims) -> str | None:
 #: The layer kinds in code order (:data:`kernels.names.KINDS`); new kinds go at the end.
 TABLE: tuple[Kind, ...] = (
     # conv 2 C F prod(K) prod(Y)
-    Kind("conv", lambda x, w, y: 2.0 * w[:, 0] * w[:, 1] * _kprod(w) * _yprod(y), "x", False,
-         "replicated", False, True, (1, 1), _any),
+    Kind("conv", lambda x, w, y: 2.0 * w[:, 0] * w[:, 1] * _kprod(w) * _yprod(y),
+         memory_bound=False, model_flops=True, filter_channel=True),
     # fc 2 C F prod(K)
-    Kind("fc", lambda x, w, y: 2.0 * w[:, 0] * w[:, 1] * _kprod(w), "x", False,
-         "replicated", False, True, (1, 1), _any),
+    Kind("fc", lambda x, w, y: 2.0 * w[:, 0] * w[:, 1] * _kprod(w),
+         memory_bound=False, model_flops=True, filter_channel=True),
     # pooling C prod(K) prod(Y), C = x[0]; max pooling keeps its argmax (its output's shape)
-    Kind("pool_max", lambda x, w, y: x[:, 0] * _kprod(w) * _yprod(y), "y", False,
-         "replicated", True, False, (1, 1), _any),
-    Kind("pool_avg", lambda x, w, y: x[:, 0] * _kprod(w) * _yprod(y), "", False,
-         "replicated", True, False, (1, 1), _any),
-    # element-wise |y|
-    Kind("relu", lambda x, w, y: np.prod(y, axis=1), "y", True, "split", True, False, (1, 1), _same),
+    Kind("pool_max", lambda x, w, y: x[:, 0] * _kprod(w) * _yprod(y), saves="y"),
+    Kind("pool_avg", lambda x, w, y: x[:, 0] * _kprod(w) * _yprod(y), saves=""),
+    # element-wise |y|; relu keeps its mask (its output's shape)
+    Kind("relu", lambda x, w, y: np.prod(y, axis=1), saves="y", in_place=True, role="split", check=_same),
     # batch norm 4|x|
-    Kind("bnorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), "x", True,
-         "replicated", True, False, (1, 1), _same),
-    Kind("add", lambda x, w, y: np.prod(y, axis=1), "", False, "replicated", True, False, (1, 2), _same),
-    Kind("dropout", lambda x, w, y: np.prod(y, axis=1), "y", False, "split", True, False, (1, 1), _same),
+    Kind("bnorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), in_place=True, check=_same),
+    # a residual add: the fused bias-dropout-add, its gradient and the bias' gradient backward
+    Kind("add", lambda x, w, y: np.prod(y, axis=1), saves="", ops=(1, 2), check=_same),
+    Kind("dropout", lambda x, w, y: np.prod(y, axis=1), saves="y", role="split", check=_same),
     # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
-    # linear 2 C F prod(Y), C = x[0], F = y[0] (from the activations: a tied layer counts too)
-    Kind("linear", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), "x", False,
-         "column", False, True, (1, 2), _linear),
+    # linear 2 C F prod(Y), C = x[0], F = y[0] (from the activations: a tied layer counts too);
+    # one GEMM forward, the data- and weight-gradient GEMMs backward
+    Kind("linear", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), role="column",
+         memory_bound=False, model_flops=True, ops=(1, 2), check=_linear, by_shape=True, fp8=True),
     # attention 4 h s^2, h = y[0], s = prod(Y): QK^T, softmax, dropout, the weighted sum, permute
-    Kind("attention", lambda x, w, y: 4.0 * y[:, 0] * _yprod(y) ** 2, "x", False,
-         "core", True, True, (5, 7), _attention),
-    Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), "x", False,
-         "replicated", True, False, (1, 2), _same),
+    Kind("attention", lambda x, w, y: 4.0 * y[:, 0] * _yprod(y) ** 2, role="core",
+         model_flops=True, ops=(5, 7), check=_attention, by_shape=True),
+    # a fused layernorm: one kernel forward, the input and weight gradients backward
+    Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), ops=(1, 2), check=_same),
     # embedding 0 (a table lookup): vocabulary-parallel lookup (mask, lookup, zero the foreign
     # rows), the position lookup and their sum
-    Kind("embedding", lambda x, w, y: np.zeros(len(x)), "x", False, "vocab", True, False, (4, 3), _embedding),
-    Kind("gelu", lambda x, w, y: np.prod(y, axis=1), "x", False, "split", True, False, (1, 2), _same),
+    Kind("embedding", lambda x, w, y: np.zeros(len(x)), role="vocab", ops=(4, 3), check=_embedding),
+    # bias-gelu, one fused kernel, its gradient and the bias' gradient backward
+    Kind("gelu", lambda x, w, y: np.prod(y, axis=1), role="split", ops=(1, 2), check=_same),
 )  # fmt: skip
 
 BY_NAME: dict[str, Kind] = {k.name: k for k in TABLE}

@@ -180,9 +180,9 @@ def softmax_elems(kind: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def default_active(kind: np.ndarray) -> np.ndarray:
-    """Default filter and channel masks, docs/model.md §9: conv and fc; channel skips layer 0."""
-    names = np.array(KINDS)[kind]
-    filt = np.isin(names, ["conv", "fc"])
+    """Default filter and channel masks, docs/model.md §9: the kinds whose record says so
+    (:attr:`kernels.kinds.Kind.filter_channel`: conv and fc); channel skips layer 0."""
+    filt = np.array([k.filter_channel for k in kinds.TABLE])[kind]
     chan = filt.copy()
     chan[0] = False
     return np.stack([filt, chan])

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import collectives, terms
+from kernels import collectives, kinds, terms
 from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
@@ -30,8 +30,9 @@ from kernels.transformer import CORE, StageMisc
 
 _LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
 #: The kinds whose FLOPs are GEMMs timed by shape when ``gpu_sms > 0`` (docs/model.md §16).
-_GEMM_KINDS_MASK = np.array([k in ("linear", "attention") for k in KINDS], dtype=np.float64)
-_LINEAR_MASK = np.array([k == "linear" for k in KINDS], dtype=np.float64)
+_GEMM_KINDS_MASK = np.array([k.by_shape for k in kinds.TABLE], dtype=np.float64)
+#: The kinds that run at the FP8 peak with precision fp8 (docs/model.md §16).
+_LINEAR_MASK = np.array([k.fp8 for k in kinds.TABLE], dtype=np.float64)
 #: Bytes per weight of the 8-bit copy Transformer Engine keeps of each FP8 layer's weights.
 FP8_WEIGHT_BYTES = 1.0
 #: Bytes per weight of the optimizer state kept in 32 bits: master weights and Adam's two moments.

@@ -22,6 +22,11 @@ def test_the_tables_read_the_records():
     assert {"conv", "fc", "linear", "attention"} == network.MODEL_FLOPS_KINDS
     assert set(transformer.GEMM_KINDS) == {"conv", "fc", "linear"}
     assert network.SAVES["relu"] == "y" and network.SAVES["pool_avg"] == "" and network.SAVES["linear"] == "x"
+    # filter and channel split conv and fc by default (§9); the GEMMs timed by shape are the
+    # linear layers and attention cores, the FP8 ones the linear layers only (§16)
+    assert [k.name for k in kinds.TABLE if k.filter_channel] == ["conv", "fc"]
+    assert [k.name for k in kinds.TABLE if k.by_shape] == ["linear", "attention"]
+    assert [k.name for k in kinds.TABLE if k.fp8] == ["linear"]
     # Megatron-LM's GPT layer (docs/model.md §16): attention 5 kernels forward, 7 backward
     assert transformer.OPS_PER_KIND["attention"] == (5, 7) and transformer.OPS_PER_KIND["conv"] == (1, 1)
 
