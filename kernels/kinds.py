@@ -64,6 +64,11 @@ class Kind(NamedTuple):
     by_shape: bool = False
     #: runs at the FP8 peak with ``precision = fp8`` (Transformer Engine's linear layers, §16)
     fp8: bool = False
+    #: inside a transformer block, the 16-bit elements per sample it keeps for its backward
+    #: pass as Korthikanti et al. 2022 count them (§16; none for a kind their count omits), and
+    #: the attention scores' part, which selective recomputation and a fused attention drop
+    block_kept: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+    block_scores: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -77,6 +82,10 @@ def _kprod(w: np.ndarray) -> np.ndarray:
 
 def _yprod(y: np.ndarray) -> np.ndarray:
     return np.prod(y[:, 1:], axis=1)
+
+
+def _x(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.prod(x, axis=1)
 
 
 def _same(x: Dims, w: Dims, y: Dims) -> str | None:
@@ -131,23 +140,28 @@ TABLE: tuple[Kind, ...] = (
     # batch norm 4|x|
     Kind("bnorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), in_place=True, check=_same),
     # a residual add: the fused bias-dropout-add, its gradient and the bias' gradient backward
-    Kind("add", lambda x, w, y: np.prod(y, axis=1), saves="", ops=(1, 2), check=_same),
+    Kind("add", lambda x, w, y: np.prod(y, axis=1), saves="", ops=(1, 2), check=_same,
+         block_kept=lambda x, w, y: np.prod(y, axis=1) / 2.0),  # its dropout's 1-byte mask
     Kind("dropout", lambda x, w, y: np.prod(y, axis=1), saves="y", role="split", check=_same),
     # transformer kinds (docs/model.md §16), appended so the CNN kinds keep their codes
     # linear 2 C F prod(Y), C = x[0], F = y[0] (from the activations: a tied layer counts too);
     # one GEMM forward, the data- and weight-gradient GEMMs backward
     Kind("linear", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), role="column",
-         memory_bound=False, model_flops=True, ops=(1, 2), check=_linear, by_shape=True, fp8=True),
+         memory_bound=False, model_flops=True, ops=(1, 2), check=_linear, by_shape=True, fp8=True,
+         block_kept=_x),
     # attention 4 h s^2, h = y[0], s = prod(Y): QK^T, softmax, dropout, the weighted sum, permute
+    # kept: Q, K and V (its input), and 5 a s^2 / 2 for the a heads' s x s scores: softmax
+    # output, dropout mask (1 byte) and dropout output
     Kind("attention", lambda x, w, y: 4.0 * y[:, 0] * _yprod(y) ** 2, role="core",
-         model_flops=True, ops=(5, 7), check=_attention, by_shape=True),
+         model_flops=True, ops=(5, 7), check=_attention, by_shape=True,
+         block_kept=_x, block_scores=lambda x, w, y: 5.0 * w[:, 1] * _yprod(y) * _yprod(y) / 2.0),
     # a fused layernorm: one kernel forward, the input and weight gradients backward
-    Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), ops=(1, 2), check=_same),
+    Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), ops=(1, 2), check=_same, block_kept=_x),
     # embedding 0 (a table lookup): vocabulary-parallel lookup (mask, lookup, zero the foreign
     # rows), the position lookup and their sum
     Kind("embedding", lambda x, w, y: np.zeros(len(x)), role="vocab", ops=(4, 3), check=_embedding),
     # bias-gelu, one fused kernel, its gradient and the bias' gradient backward
-    Kind("gelu", lambda x, w, y: np.prod(y, axis=1), role="split", ops=(1, 2), check=_same),
+    Kind("gelu", lambda x, w, y: np.prod(y, axis=1), role="split", ops=(1, 2), check=_same, block_kept=_x),
 )  # fmt: skip
 
 BY_NAME: dict[str, Kind] = {k.name: k for k in TABLE}

@@ -233,21 +233,27 @@ def block_mask(names: np.ndarray) -> np.ndarray:
     return out
 
 
-def korthikanti(names: np.ndarray, y: np.ndarray, w: np.ndarray):
-    """Activations a transformer block keeps for its backward pass, per sample, in 16-bit elements
-    at its attention layer (0 at its other layers), as Korthikanti et al. 2022 count them (§4.1,
-    Table 2): ``s h (34 + 5 a s / h)`` bytes, of which ``s h (24 + 5 a s / h)`` split over tp
-    (the rest, 10 s h: the two layernorms' inputs and the dropout masks, replicated), and without
-    the attention core's ``5 a s^2`` (selective recomputation, or a fused attention) ``34 s h`` of
-    which ``24 s h`` split. Returns (total, split, selective total, selective split)."""
-    attention = names == "attention"
-    h, a, seq = y[:, 0], w[:, 1], np.prod(y[:, 1:], axis=1)
-    core = np.where(attention, 5.0 * a * seq * seq / 2.0, 0.0)
-    rest, rest_split = (
-        np.where(attention, 34.0 * seq * h / 2.0, 0.0),
-        np.where(attention, 24.0 * seq * h / 2.0, 0.0),
-    )
-    return rest + core, rest_split + core, rest, rest_split
+def korthikanti(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, role: np.ndarray):
+    """Activations each layer of a transformer block keeps for its backward pass, per sample, in
+    16-bit elements, as Korthikanti et al. 2022 count them (§4.1, Table 2): each kind's
+    :attr:`kernels.kinds.Kind.block_kept` and ``block_scores``, split over tp where the layer's
+    role splits its input (row-parallel, attention core, split element-wise). A GPT block
+    (layernorms, QKV, attention, projection, add, MLP-up, GeLU, MLP-down, add) comes to
+    ``s h (34 + 5 a s / h)`` bytes, of which ``s h (24 + 5 a s / h)`` split over tp (the rest,
+    10 s h: the layernorms' and column-parallel linears' inputs and the dropout masks,
+    replicated), and without the attention core's ``5 a s^2`` (selective recomputation, or a
+    fused attention) ``34 s h`` of which ``24 s h`` split. Returns per layer (total, split,
+    selective total, selective split)."""
+    kept, scores = np.zeros(len(names)), np.zeros(len(names))
+    for record in kinds.TABLE:
+        rows = names == record.name
+        if rows.any() and record.block_kept is not None:
+            kept[rows] = record.block_kept(x[rows], w[rows], y[rows])
+        if rows.any() and record.block_scores is not None:
+            scores[rows] = record.block_scores(x[rows], w[rows], y[rows])
+    split = np.isin(role, (ROLE_ROW, ROLE_CORE, ROLE_SPLIT))
+    total = kept + scores
+    return total, np.where(split, total, 0.0), kept, np.where(split, kept, 0.0)
 
 
 def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
@@ -368,10 +374,10 @@ def _compute_terms(names, x, w, y, flops, fk, tk, roles: _Layers) -> tuple[_Comp
     return compute, shapes
 
 
-def _memory_terms(names, w, y, act, roles: _Layers) -> _Memory:
+def _memory_terms(names, x, w, y, act, role, roles: _Layers) -> _Memory:
     """The memory term per layer: inside the blocks Korthikanti et al.'s count, elsewhere x + y."""
     in_block = block_mask(names)
-    kt, ks, kt_sel, ks_sel = korthikanti(names, y, w)
+    kt, ks, kt_sel, ks_sel = korthikanti(names, x, w, y, role)
     return _Memory(
         act=np.where(in_block, kt, act),
         act_split=np.where(in_block, ks, roles.act_split),
@@ -383,11 +389,12 @@ def _memory_terms(names, w, y, act, roles: _Layers) -> _Memory:
     )
 
 
-def _block_work(names, w, y, act, roles: _Layers) -> tuple[float, float]:
+def _block_work(names, x, w, y, act, role, roles: _Layers) -> tuple[float, float]:
     """One block's activations while full recomputation rebuilds it (Korthikanti et al.'s
     count), total and split; without attention the whole network's."""
     attention = names == "attention"
-    kt, ks, _, _ = korthikanti(names, y, w)
+    in_block = block_mask(names)
+    kt, ks = (np.where(in_block, v, 0.0) for v in korthikanti(names, x, w, y, role)[:2])
     blocks = max(int(attention.sum()), 1)
     return (kt.sum() / blocks, ks.sum() / blocks) if attention.any() else (act.sum(), roles.act_split.sum())
 
@@ -485,11 +492,12 @@ def transformer_table(
     tensor-parallel communication, host and traffic, pipeline sends) has its own per-layer
     record, summed per stage alike.
     """
-    roles = tensor_roles(names, x, w, y, act, derive_roles(names) if role is None else role)
+    role = derive_roles(names) if role is None else role
+    roles = tensor_roles(names, x, w, y, act, role)
     compute, shapes = _compute_terms(names, x, w, y, flops, fk, tk, roles)
     layer = (
         compute,
-        _memory_terms(names, w, y, act, roles),
+        _memory_terms(names, x, w, y, act, role, roles),
         _tensor_terms(roles),
         _host_terms(names, x, y, act, roles),
     )
@@ -497,7 +505,7 @@ def transformer_table(
     lines = _Lines(*([] for _ in _Lines._fields))
     n = len(stages.parts)
     misc = StageMisc(*(np.zeros((3, n + 1)) for _ in StageMisc._fields))
-    work = _block_work(names, w, y, act, roles)
+    work = _block_work(names, x, w, y, act, role, roles)
     y_elems = np.prod(y, axis=1)
     for pp in range(1, n + 1):
         c, m, t, h = (_stage_sums(r, u, stages, pp) for r, u in zip(layer, units, strict=True))

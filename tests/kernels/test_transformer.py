@@ -20,8 +20,11 @@ def test_block_activations_are_korthikantis_table_2():
     17,408. In 16-bit elements, half of each."""
     arrays = to_arrays(gpt("k", 2, 64, 4, 32, vocab=10))
     names = np.array(KINDS)[arrays.kind]
+    # the first block's layers, ln1_0 .. add2_0 (the embedding is layer 0)
+    first = np.zeros(len(names), dtype=bool)
+    first[1:11] = True
     total, split, sel, sel_split = (
-        v[names == "attention"][0] for v in transformer.korthikanti(names, arrays.y, arrays.w)
+        v[first].sum() for v in transformer.korthikanti(names, arrays.x, arrays.w, arrays.y, arrays.role)
     )
     z, t = 1 - 1 / 4, 4
     assert total == 90_112 / 2
@@ -38,3 +41,18 @@ def test_block_mask_covers_each_block():
     assert mask.sum() == 20 and not mask[0] and not mask[-2:].any() and mask[1:21].all()
     one = np.array(KINDS)[to_arrays(gpt("k", 1, 8, 2, 4, vocab=10)).kind]
     assert transformer.block_mask(one).sum() == 10
+
+
+def test_block_activations_come_from_each_layers_kind_and_role():
+    """Korthikanti et al. 2022 §4.1 per layer (h = 64, s = 32, a = 4; 16-bit elements, so bytes
+    / 2): layernorm input s h = 2,048; QKV input s h (replicated: column-parallel); attention Q,
+    K, V 3 s h = 6,144 plus 5 a s^2 / 2 = 10,240 scores; projection input s h (split: row);
+    add the 1-byte dropout mask s h / 2 = 1,024; GeLU and MLP-down inputs 4 s h = 8,192 each
+    (split)."""
+    arrays = to_arrays(gpt("k", 1, 64, 4, 32, vocab=10))
+    names = np.array(KINDS)[arrays.kind]
+    total, split, sel, _ = transformer.korthikanti(names, arrays.x, arrays.w, arrays.y, arrays.role)
+    block = slice(1, 11)  # ln1 qkv attn proj add1 ln2 up gelu down add2
+    assert total[block].tolist() == [2048, 2048, 6144 + 10240, 2048, 1024, 2048, 2048, 8192, 8192, 1024]
+    assert split[block].tolist() == [0, 0, 6144 + 10240, 2048, 0, 0, 0, 8192, 8192, 0]
+    assert sel[3] == 6144  # selective recomputation drops the scores
