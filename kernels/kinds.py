@@ -167,11 +167,6 @@ TABLE: tuple[Kind, ...] = (
 BY_NAME: dict[str, Kind] = {k.name: k for k in TABLE}
 
 
-def of(names: np.ndarray, field: str) -> np.ndarray:
-    """One field of each layer's kind record, as an array over the layers' kind ``names``."""
-    return np.array([getattr(BY_NAME[n], field) for n in names])
-
-
 def _roles(role: str) -> tuple[str, ...]:
     """The roles a kind of default ``role`` may state: a linear column- or row-parallel, an
     attention core or embedding its own, an element-wise kind split or not; any replicated."""

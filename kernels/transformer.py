@@ -99,10 +99,9 @@ GEMM_KINDS = tuple(k.name for k in kinds.TABLE if not k.memory_bound)
 #: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
 #: tp), a row-parallel linear (input features split), an attention core (heads split).
 COLUMN, ROW, CORE = 0, 1, 2
-#: A layer's tensor-parallel role codes (:data:`kernels.kinds.ROLES`).
-ROLE_REPLICATED, ROLE_COLUMN, ROLE_ROW, ROLE_CORE, ROLE_VOCAB, ROLE_SPLIT = (
-    kinds.ROLES.index(r) for r in ("replicated", "column", "row", "core", "vocab", "split")
-)
+#: A layer's tensor-parallel role codes (:data:`kernels.kinds.ROLES`; not the GEMM classes' above).
+ROLE_REPLICATED, ROLE_COLUMN, ROLE_ROW = kinds.REPLICATED, kinds.COLUMN, kinds.ROW
+ROLE_CORE, ROLE_VOCAB, ROLE_SPLIT = kinds.CORE, kinds.VOCAB, kinds.SPLIT
 #: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
 #: writes them, dropout reads and writes them, the weighted sum reads them.
 SCORE_PASSES = 6.0
