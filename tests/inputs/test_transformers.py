@@ -245,3 +245,14 @@ def test_gpt_blocks_state_megatrons_roles():
     assert stated[-1] == "column"
     names = np.array([layer.kind for layer in m.layers])
     assert [kernels.kinds.ROLES[c] for c in kernels.transformer.derive_roles(names)] == stated
+
+
+def test_a_paradl_net_file_layer_is_checked_against_its_kind(tmp_path):
+    """A ReLU whose output differs from its input (same element count, so the chain check
+    passes): line 3 of the file, named with the rule."""
+    path = tmp_path / "bad.net"
+    path.write_text(
+        "Input|1000x3x32x32\nCONV_1|3x32x32|3x16x3x3|16x32x32\nRELU_1|16x32x32|16x16x0x0|32x16x32\n"
+    )
+    with pytest.raises(InputError, match=r"bad\.net:3: relu layer 'RELU_1' needs y = x"):
+        load_model(path)
