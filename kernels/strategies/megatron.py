@@ -13,18 +13,16 @@ neighbours are ``tp * dp`` GPUs apart.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax.numpy as jnp
 import numpy as np
 
 from kernels import collectives, terms
 from kernels import gemm as gemm_mod
 from kernels import machine as mach
-from kernels._types import Array
 from kernels.machine import Link, Machine
 from kernels.names import ATTENTIONS, KINDS
 from kernels.network import Net
+from kernels.strategies import registry
 from kernels.terms import Config, Cost
 from kernels.transformer import (
     AR_COUNT,
@@ -55,42 +53,14 @@ def _at(lines, z):
     return jnp.max(lines[..., 0] - lines[..., 1] * z, axis=-1)
 
 
-def _split(p, own: _Own, net: Net):
-    """(dp, misfit): misfit when tp * pp does not divide p, tp does not divide the heads, or
-    pp exceeds the stages the network can be cut into: its blocks (its layers without attention),
-    docs/model.md §16."""
-    tp, pp = own.tp, own.pp
-    group = tp * pp
-    heads = net.transformer.heads
-    misfit = (tp < 1) | (pp < 1) | (p < group) | (jnp.round(p / group) * group != p)
-    misfit = misfit | (jnp.round(heads / tp) * tp != heads) | (pp > net.n_stages)
-    # interleaving: vp chunks of whole blocks on each of pp stages
-    chunks = pp * own.vp
-    misfit = (
-        misfit | (own.vp < 1) | ((own.vp > 1) & (jnp.round(net.n_stages / chunks) * chunks != net.n_stages))
-    )
-    # misfit rows are infeasible (max_p); dp >= 1 keeps their terms non-negative
-    return jnp.maximum(p / group, 1.0), misfit
+#: The strategy's registry entry: its own axes' defaults and its legality rules (docs/model.md §2).
+_ENTRY = registry.entry("data+tensor+pipeline")
 
 
-class _Own(NamedTuple):
-    """The strategy's own axes (docs/model.md §16), those not given (None in :class:`Config`) set
-    to their neutral values: tp 1, pp 1, recompute 0, zero 0, vp 1, sp 0, precision 0 (bf16)."""
-
-    tp: Array
-    pp: Array
-    recompute: Array
-    zero: Array
-    vp: Array
-    sp: Array
-    precision: Array
-
-    @classmethod
-    def of(cls, cfg: Config) -> _Own:
-        one = jnp.ones_like(cfg.p)
-        given = (cfg.tp, cfg.pp, cfg.recompute, cfg.zero, cfg.vp, cfg.sp, cfg.precision)
-        neutral = (1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-        return cls(*(d * one if v is None else v for v, d in zip(given, neutral, strict=True)))
+def _split(p, own: Config):
+    """dp = p / (tp pp), at least 1: a row that breaks a rule of the registry (tp pp not
+    dividing p, ...) is infeasible, its terms kept non-negative."""
+    return jnp.maximum(p / (own.tp * own.pp), 1.0)
 
 
 def _value(lines, z, tp, sp):
@@ -120,10 +90,10 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
     """
-    own = _Own.of(cfg)
+    own = _ENTRY.filled(cfg)  # the axes not given at their registry defaults
     table = net.transformer
     tp, pp, s, vp, sp = own.tp, own.pp, cfg.S, own.vp, own.sp
-    dp, misfit = _split(cfg.p, own, net)
+    dp = _split(cfg.p, own)
     big_b = cfg.b * dp
     its = terms.iterations(net.dataset_samples, big_b)
     row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
@@ -181,10 +151,8 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     mem = (2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards) * w_stage + delta * micro * (
         flight * act + work
     )
-    interleave = (vp > 1) & (jnp.round(s / pp) * pp != s)  # the interleaved schedule needs pp | S
-    # FP8 on a GPU without an FP8 peak does not fit the machine: max_p, as a group that cannot be formed
-    misfit = misfit | ((own.precision > 0) & (machine.gpu_flops_fp8 <= 0))
-    over_batch = (s < 1) | (cfg.b < s) | (jnp.round(cfg.b / s) * s != cfg.b) | interleave
+    # the first legality rule of the registry the configuration breaks (heads, divides, ...)
+    rule = _ENTRY.limit(registry.values(_ENTRY, net, own._asdict(), machine))
     return Cost(
         p=cfg.p,
         p1=dp,
@@ -199,7 +167,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=terms.zeros_like(comp),
         t_p2p_s=p2p,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, misfit, over_batch, terms.over_dataset(net, big_b)),
+        limit=terms.limit_code(machine, mem, False, False, terms.over_dataset(net, big_b), rule),
     )
 
 
@@ -236,7 +204,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 
 
-def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
+def _gradient_allreduce(machine: Machine, own: Config, dp, msg_bytes):
     """The dp group's gradient allreduce of one stage's shard, per iteration.
 
     The group spans tp * dp consecutive GPUs. When it leaves a node, NCCL runs
@@ -263,7 +231,7 @@ def _tensor_allreduce(machine: Machine, misc, tp, micro_bytes):
     return count * each
 
 
-def _p2p(machine: Machine, p, own: _Own, s, dp, its, msg_bytes):
+def _p2p(machine: Machine, p, own: Config, s, dp, its, msg_bytes):
     """1F1B's point-to-point traffic per epoch: 2(S + pp - 2) messages of one micro-batch's
     boundary activations on the critical path (the pipeline strategy's, docs/model.md §10.4).
     Inter-node when the p GPUs span nodes, the NICs shared by the ``min(tp dp, gpus_per_node)``

@@ -69,26 +69,9 @@ def batch_split(
 
 def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
     """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
-    tp dividing the attention heads and p, pp up to the transformer blocks (the layers of a model
-    without attention) with tp pp dividing p, every recomputation mode, ZeRO 0 and 1; the axes
-    the registry does not mark ``searched`` their default."""
+    its registry entry's :meth:`~kernels.strategies.registry.Strategy.legal` of each axis."""
     entry = registry.entry(strategy)
-    heads = int(np.asarray(bound.net.transformer.heads))
-    attention = sum(1 for layer in bound.model.layers if layer.kind == "attention")
-    blocks = attention or int(np.asarray(bound.net.n_layers))
-    out: dict[str, tuple[int, ...]] = {}
-    for axis in entry.own:
-        if axis.name == "tp":
-            out["tp"] = tuple(t for t in range(1, min(heads, p) + 1) if heads % t == 0 and p % t == 0)
-        elif axis.name == "pp":
-            out["pp"] = tuple(range(1, min(blocks, p) + 1))  # tp pp | p is checked per pair
-        elif axis.searched and axis.choices:
-            out[axis.name] = tuple(range(len(axis.choices)))
-        elif axis.searched and axis.maximum is not None:
-            out[axis.name] = tuple(range(axis.minimum, axis.maximum + 1))
-        else:
-            out[axis.name] = (axis.default,)
-    return out
+    return {axis.name: entry.legal(bound.net, p, axis.name) for axis in entry.own}
 
 
 def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:

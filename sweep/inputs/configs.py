@@ -299,31 +299,10 @@ def resolve(
 
 def impossible(strategy: str, net, p: int, b: int, S: int, own: Own) -> str | None:
     """Why a configuration cannot exist on model ``net`` (:class:`kernels.network.Net`), or None:
-    its replica group (registry ``group``: tp x pp) does not divide p, tp does not divide the
-    heads, pp exceeds the blocks, pp x vp chunks do not divide them or pp does not divide S
-    when interleaved (the kernel's own tests, docs/model.md §16), or S does not divide b. A sweep keeps such rows as infeasible; a measured row of one is skipped."""
-    entry = REGISTRY[strategy]
-    named = own._asdict()
-    if entry.uses("tp") or entry.uses("pp"):
-        group = entry.group(p, 1, named)
-        if p % group:
-            return f"tp x pp = {group} does not divide p = {p}"
-    if entry.uses("tp"):
-        heads = int(np.asarray(net.transformer.heads))
-        if heads % named["tp"]:
-            return f"tp = {named['tp']} does not divide the model's {heads} attention heads"
-    stages = int(np.asarray(net.n_stages))  # a GPT's transformer blocks (whole blocks per stage)
-    if entry.uses("pp") and named["pp"] > stages:
-        return f"pp = {named['pp']} is more than the model's {stages} pipeline stages (its blocks)"
-    if entry.uses("vp") and named["vp"] > 1:
-        chunks = named["pp"] * named["vp"]
-        if stages % chunks:
-            return f"pp x vp = {chunks} model chunks do not divide the model's {stages} blocks"
-        if S % named["pp"]:
-            return f"the interleaved schedule needs pp = {named['pp']} to divide S = {S}"
-    if entry.uses("S") and b % S:
-        return f"S = {S} micro-batches do not divide b = {b}"
-    return None
+    the first rule of its strategy's registry entry it breaks
+    (:meth:`kernels.strategies.registry.Strategy.check`). A sweep keeps such rows as
+    infeasible; a measured row of one is skipped."""
+    return REGISTRY[strategy].check(net, {"p": p, "b": b, "S": S, **own._asdict()})
 
 
 #: A profile's overheads, hashable for compile caches: ((strategy, ((term, value), ...)), ...).
