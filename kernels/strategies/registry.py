@@ -141,6 +141,7 @@ class Strategy(NamedTuple):
     paper: bool = True
     doc: str = ""
     rules: tuple[Rule, ...] = ()
+    micro_batch: int | None = None
 
     @property
     def kernel(self) -> Callable:
@@ -259,25 +260,25 @@ TENSOR_RULES: tuple[Rule, ...] = (
         "heads",
         ("tp",),
         lambda v: v["heads"] % v["tp"] != 0,
-        lambda v: f"tp = {v['tp']:g} does not divide the model's {v['heads']:g} attention heads",
+        lambda v: f"tp {v['tp']:g} does not divide the model's {v['heads']:g} attention heads",
     ),
     Rule(
         "divides",
         ("p", "tp", "pp"),
         lambda v: v["p"] % (v["tp"] * v["pp"]) != 0,
-        lambda v: f"tp x pp = {v['tp'] * v['pp']:g} does not divide p = {v['p']:g}",
+        lambda v: f"tp x pp = {v['tp'] * v['pp']:g} does not divide p {v['p']:g}",
     ),
     Rule(
         "max_p",
         ("pp",),
         lambda v: v["pp"] > v["blocks"],
-        lambda v: f"pp = {v['pp']:g} is more than the model's {v['blocks']:g} blocks",
+        lambda v: f"pp {v['pp']:g} is more than the model's {v['blocks']:g} blocks",
     ),
     Rule(
         "schedule",
         ("vp", "pp"),
         lambda v: (v["vp"] > 1) & (v["pp"] == 1),
-        lambda v: f"vp = {v['vp']:g} needs pp > 1: the interleaved schedule interleaves pipeline stages",
+        lambda v: f"vp {v['vp']:g} needs pp > 1: the interleaved schedule interleaves pipeline stages",
     ),
     Rule(
         "max_p",
@@ -291,13 +292,13 @@ TENSOR_RULES: tuple[Rule, ...] = (
         "batch",
         ("S", "pp", "vp"),
         lambda v: (v["vp"] > 1) & (v["S"] % v["pp"] != 0),
-        lambda v: f"the interleaved schedule needs pp = {v['pp']:g} to divide S = {v['S']:g}",
+        lambda v: f"the interleaved schedule needs pp {v['pp']:g} to divide S {v['S']:g}",
     ),
     Rule(
         "batch",
         ("micro_batch", "b", "S"),
         lambda v: (v["S"] < 1) | (v["b"] < v["S"]) | (v["b"] % v["S"] != 0),
-        lambda v: f"S = {v['S']:g} micro-batches do not divide b = {v['b']:g}",
+        lambda v: f"S {v['S']:g} micro-batches do not divide b {v['b']:g}",
     ),
     Rule(
         "precision",
@@ -330,6 +331,7 @@ _ENTRIES: tuple[Strategy, ...] = (
         _tensor_group,
         paper=False,
         rules=TENSOR_RULES,
+        micro_batch=1,  # Megatron-LM's default micro-batch size (docs/model.md §2, §16)
     ),
 )
 

@@ -32,9 +32,10 @@ def test_tensor_sweep_rows(tmp_path):
     data = [r for r in rows if r["strategy"] == "data"]
     assert len(tensor) == 2 * 2 * 3 * 3 * 2 * 3 * 2 and len(data) == 4
     assert all((r["tp"], r["pp"], r["recompute"], r["zero"]) == (1, 1, "none", 0) for r in data)
-    # misfits are rows, infeasible: S = 3 divides no b here; tp = 8 does not divide 4 heads
-    assert all(r["limit_reason"] == "batch" for r in tensor if r["S"] == 3)
-    assert all(r["limit_reason"] == "max_p" for r in tensor if r["tp"] == 8 and r["S"] != 3)
+    # misfits are rows, infeasible, named by the registry rule they break, the first in its order:
+    # tp = 8 does not divide 4 heads (heads); S = 3 divides no b here (batch)
+    assert all(r["limit_reason"] == "heads" for r in tensor if r["tp"] == 8)
+    assert all(r["limit_reason"] == "batch" for r in tensor if r["S"] == 3 and r["tp"] != 8)
     row = next(
         r
         for r in tensor
