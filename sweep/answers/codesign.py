@@ -46,7 +46,7 @@ import numpy as np
 from kernels import SCALAR_PARAMS
 from kernels.names import BATCH
 from kernels.strategies import registry
-from sweep.answers.splits import Candidates, candidates, check_lists, codes, row_config
+from sweep.answers.splits import Candidates, candidates, check_lists, codes, refuse_unanswerable, row_config
 from sweep.answers.splits import configurations as configurations  # re-exported: codesign's rows
 from sweep.engine import backend, evaluate
 from sweep.engine.evaluate import RESULT_COLUMNS, Evaluator, Inputs, row_dict
@@ -57,6 +57,7 @@ from sweep.inputs.configs import (
     check_strategy,
     frozen_overheads,
 )
+from sweep.inputs.machines import override
 from sweep.output import store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -380,7 +381,14 @@ def _solve(bound: Bound, q: Question) -> Answer:
     log = lo > 0
     prob = _Problem(bound, q, log)
     cand = [candidates(bound, s, q) for s in prob.all]
+    # the rules reading the machine (precision) on its values, unless the question varies them
+    machine = (
+        None
+        if q.param == "gpu_flops_fp8"
+        else override(bound.profile.pytree(np.float64), bound.profile.override_values(np.float64))
+    )
     for s, c in zip(prob.all, cand, strict=True):
+        refuse_unanswerable(bound, s, c, q.p, machine)  # the rule named first
         if not c.valid.any():
             given = "b/B/p2" + "/micro-batch" * bool(q.micro_batch) + "".join(f"/{k}" for k, _ in q.own)
             raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given {given}")

@@ -130,6 +130,35 @@ def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
     return Candidates(array, np.asarray([rows[k] for k in keys], bool), columns)
 
 
+def broken_rows(bound: Bound, strategy: str, c: Candidates, machine=None) -> np.ndarray:
+    """The limit code of the first rule of the strategy's registry entry each candidate breaks
+    (:meth:`~kernels.strategies.registry.Strategy.limit`, on ``machine``: None, the rules
+    reading the machine hold), 0 where it breaks none."""
+    entry = registry.entry(strategy)
+    given = {name: c.rows[:, i] for i, name in enumerate(c.columns)}
+    codes = entry.limit(registry.values(entry, bound.net, given, machine))
+    return np.broadcast_to(np.asarray(codes, np.int64), c.valid.shape)
+
+
+def refuse_unanswerable(bound: Bound, strategy: str, c: Candidates, p: int, machine=None) -> None:
+    """An :class:`InputError` when no candidate of ``strategy`` can run because of a rule of its
+    registry entry (each breaks one, or has a global batch that does not split while the first
+    candidate breaks one): it names the rule of the first valid candidate (else the first) and
+    its parameters. Co-design's question has no answer at any value of its parameter."""
+    codes = broken_rows(bound, strategy, c, machine)
+    if not len(codes) or (c.valid & (codes == 0)).any():
+        return
+    i = int(np.argmax(c.valid)) if c.valid.any() else 0
+    found = registry.entry(strategy).broken(
+        bound.net, dict(zip(c.columns, c.rows[i].tolist(), strict=True)), machine
+    )
+    if found is not None:
+        raise InputError(
+            f"strategy {strategy} has no configuration at p = {p} that can run: {found.message}",
+            param=found.rule.params,
+        )
+
+
 def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
     """``[n, 4 + own axes]`` float64 rows (p, b, p2, S, then the strategy's own axes) of the valid
     configurations of one strategy at ``q.p`` (:func:`candidates`)."""
@@ -155,14 +184,14 @@ def check_lists(q: Question, strategies: Sequence[str]) -> None:
     for name, values in q.own:
         owners = [e for e in entries if any(a.name == name for a in e.own)]
         if not owners:
-            raise InputError(f"--{name.replace('_', '-')}: no strategy of the question has this axis")
+            raise InputError(f"{name}: no strategy of the question has this axis", param=name)
         for v in values:
             try:
                 owners[0].axis(name).code(v)
             except ValueError as err:
-                raise InputError(f"--{name.replace('_', '-')}: {err}") from None
+                raise InputError(str(err), param=name) from None
     if q.micro_batch and q.S:
-        raise InputError("give --S or --micro-batch, not both")
+        raise InputError("give S or micro_batch, not both", param=("S", "micro_batch"))
 
 
 def codes(name: str, values) -> tuple[int, ...]:
@@ -172,8 +201,8 @@ def codes(name: str, values) -> tuple[int, ...]:
     axis = registry.OWN_AXES[name]
     items = [values] if isinstance(values, int | str) else list(values)
     if not items:
-        raise InputError(f"--{name.replace('_', '-')} is empty")
+        raise InputError(f"{name} is empty", param=name)
     try:
         return tuple(axis.code(v) for v in items)
     except ValueError as err:
-        raise InputError(f"--{name.replace('_', '-')}: {err}") from None
+        raise InputError(str(err), param=name) from None

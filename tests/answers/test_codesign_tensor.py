@@ -110,10 +110,11 @@ def test_given_lists_restrict_the_choice_and_bad_values_are_refused():
     )  # fmt: skip
     [row] = a.best
     assert (row["tp"], row["pp"], row["micro_batch"], row["recompute"], row["zero"]) == (2, 2, 1, "full", 0)
-    with pytest.raises(InputError, match="--recompute"):
+    with pytest.raises(InputError, match="recompute") as err:
         api.codesign(
             MODEL, MACHINE, "data+tensor+pipeline", PARAM, p=P, B=B, recompute="most", target="t_iter_s <= 1"
         )
+    assert err.value.param == ("recompute",) and "--" not in str(err.value)
     with pytest.raises(InputError, match="no configuration"):
         api.codesign(
             MODEL,
@@ -127,8 +128,22 @@ def test_given_lists_restrict_the_choice_and_bad_values_are_refused():
             pp=1,
             target="t_iter_s <= 1",
         )
-    with pytest.raises(InputError, match="--tp: no strategy"):
+    with pytest.raises(InputError, match="tp: no strategy") as err:
         api.codesign(MODEL, MACHINE, "data", PARAM, p=P, B=B, tp=2, target="t_iter_s <= 1")
+    assert err.value.param == ("tp",)
+
+
+def test_a_question_no_configuration_can_answer_is_refused():
+    """Issue 38, defect 3: fp8 on an A100 (no FP8 rate) runs no configuration at any value of the
+    parameter: an InputError naming the rule and the parameter, not an infeasible "best"."""
+    with pytest.raises(InputError, match=r"\(precision\)$") as err:
+        api.codesign(
+            MODEL, MACHINE, "data+tensor+pipeline", PARAM, p=P, B=B, precision="fp8", target="t_iter_s <= 1e9"
+        )
+    assert err.value.param == ("precision",)
+    # tp 3 divides neither the 8 heads nor p = 16: the first rule broken is named
+    with pytest.raises(InputError, match=r"\(heads\)$"):
+        api.codesign(MODEL, MACHINE, "data+tensor+pipeline", PARAM, p=P, B=B, tp=3, target="t_iter_s <= 1e9")
 
 
 def test_cli_lists_and_the_B_alias():
