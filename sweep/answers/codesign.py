@@ -461,8 +461,6 @@ def _best_rows(
         entry = registry.entry(s)
         for axis in entry.own:
             row[axis.name] = axis.label(c.rows[i][c.columns.index(axis.name)])
-        if entry.own and entry.uses("S"):
-            row["micro_batch"] = row["b"] // row["S"]
         out.append(row)
     out.sort(key=lambda r: (not r["feasible"], r[metric]))
     return out

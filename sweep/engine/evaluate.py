@@ -33,6 +33,8 @@ from sweep.output.store import LIMIT_REASON, NULL_WHERE_NAN, choices_of, column_
 
 #: Integer-valued configuration fields of :class:`kernels.Cost`, in output order.
 CONFIG_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
+#: Those a row always writes as whole numbers (rounded where a configuration breaks a rule).
+WHOLE_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S")
 #: Their output columns (``B`` is ``global_batch``: :data:`sweep.output.store.FIELD_COLUMNS`).
 CONFIG_COLUMNS: tuple[str, ...] = tuple(column_name(f) for f in CONFIG_FIELDS)
 #: Float result columns, in output order (docs/output-format.md#columns).
@@ -268,9 +270,15 @@ def row_dict(
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
     for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
         value = float(getattr(cost, field))
-        row[name] = round(value) if math.isfinite(value) and value == round(value) else value
+        # whole numbers, as a sweep writes them: a configuration that breaks a rule has a
+        # fractional p1 (p / group), b or global batch, shown rounded beside its limit reason
+        whole = field in WHOLE_FIELDS or value == round(value)
+        row[name] = round(value) if math.isfinite(value) and whole else value
     # a categorical axis as its name (recompute = "full")
-    row.update((a.name, a.label(getattr(own, a.name))) for a in REGISTRY[strategy].own)
+    entry = REGISTRY[strategy]
+    row.update((a.name, a.label(getattr(own, a.name))) for a in entry.own)
+    if entry.micro_batch is not None:  # samples per micro-batch, as a sweep's column
+        row["micro_batch"] = round(float(cost.b) / float(cost.S))
     for name in SCALAR_PARAMS:
         if name in overrides:
             choices = choices_of(name)  # a categorical setting (memory_model) as its name

@@ -138,7 +138,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         floats = tuple(jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS)
         ints = (
             tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_FIELDS)
-            + tuple(own[c].astype(jnp.int32) for c in job.extra_columns)
+            + tuple(_extra(c, own, cost).astype(jnp.int32) for c in job.extra_columns)
             + tuple(at[k][1] for k in machine_axes)
         )
         p, p2 = config.config[0], config.config[2]
@@ -146,6 +146,12 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         return floats, ints, cost.limit.astype(jnp.int8), fits
 
     return one
+
+
+def _extra(column: str, own: dict, cost):
+    """An extra configuration column's value: an own axis, or ``micro_batch`` = b / S (the
+    samples per micro-batch of the row's b and S, rounded as they are)."""
+    return own[column] if column in own else jnp.round(cost.b / cost.S)
 
 
 def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):

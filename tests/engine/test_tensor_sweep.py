@@ -89,6 +89,28 @@ def test_categorical_settings_are_names(tmp_path):
     assert (one["recompute"], one["memory_model"]) == ("full", "paradl")
 
 
+def test_micro_batch_is_a_column(tmp_path):
+    """Issue 38, defect 6: every data+tensor+pipeline row has micro_batch = b / S (a spec's S axis
+    here), --where and --columns read it, and estimate and the default micro-batch (1: S = b)
+    agree with it; the impossible rows' b, p1 and global batch are whole numbers."""
+    from sweep.answers.query import open_sweep
+
+    spec = {**SPEC, "axes": {**SPEC["axes"], "S": [1, 2], "tp": [1, 2, 3]}}
+    api.run(spec, tmp_path / "m", x64=True)
+    sw = open_sweep(tmp_path / "m")
+    rows = [r for r in sw.to_table().to_pylist() if r["strategy"] == "data+tensor+pipeline"]
+    assert rows and all(r["micro_batch"] == r["b"] // r["S"] for r in rows)
+    ones = sw.to_table("micro_batch == 1", columns=["b", "S", "micro_batch"]).to_pylist()
+    assert ones and all(r["b"] == r["S"] for r in ones)
+    assert len(ones) == sum(1 for r in rows if r["b"] == r["S"])
+    # tp = 3 does not divide the 4 heads (nor p = 4 or 8): rows named by the rule, whole numbers
+    bad = [r for r in rows if r["tp"] == 3]
+    assert bad and all(r["limit_reason"] == "heads" for r in bad)
+    assert all(isinstance(r[c], int) for r in bad for c in ("b", "p1", "global_batch"))
+    one = api.estimate(SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, pp=2)
+    assert (one["S"], one["micro_batch"]) == (8, 1)
+
+
 def test_tensor_sweep_keep_top(tmp_path):
     api.run(SPEC, tmp_path / "top", keep="top:3:t_epoch_s")
     rows = ds.dataset(tmp_path / "top").to_table().to_pylist()
