@@ -142,7 +142,7 @@ def test_sensitivity_of_tensor_rows(tmp_path):
         target="t_epoch_s <= 1", grid=16,
     )  # fmt: skip
     assert {"tp", "pp", "recompute", "zero"} <= a.best[0].keys()
-    with pytest.raises(InputError, match="^tp: no strategy"):
+    with pytest.raises(InputError, match=r"^tp: no strategy"):
         api.codesign(
             SPEC["model"], "a100-ib800", "data", param="efficiency", p=8, b=8, tp=2, target="t_epoch_s <= 1"
         )
