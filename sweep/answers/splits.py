@@ -3,10 +3,11 @@
 For one strategy at a GPU count: its p, b, p2 and S and its own axes
 (data+tensor+pipeline's tp, pp, recompute, zero, ...), every legal value of
 an own axis unless the question lists them (:func:`legal_values`), a fixed
-global batch split into samples per replica and micro-batches
-(:func:`batch_split`), configurations where it does not split kept and marked
-(limit ``batch``). :class:`Candidates` holds them as one float64 matrix, which
-co-design vmaps its evaluator over.
+global batch split into samples per replica and micro-batches by the
+configuration request's one completion (:func:`sweep.inputs.configs.complete`),
+configurations where it does not split kept and marked (limit ``batch``).
+:class:`Candidates` holds them as one float64 matrix, which co-design vmaps
+its evaluator over.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from kernels import Config
 from kernels.strategies import registry
 from sweep.errors import InputError
-from sweep.inputs.configs import Bound, batch_from, default_p2, defaults, p2_fits
+from sweep.inputs.configs import Bound, Request, complete, default_p2, p2_fits
 
 
 class Question(Protocol):
@@ -52,21 +53,6 @@ class Candidates(NamedTuple):
     columns: tuple[str, ...]
 
 
-def batch_split(
-    global_batch: int, p: int, group: int, micro_batch: int | None
-) -> tuple[int, int | None, bool]:
-    """``(b, S, divides)`` of a fixed global batch, by the rule the engine and ``estimate`` use
-    (:func:`sweep.inputs.configs.batch_from`): ``b = B / p1`` samples per replica with
-    ``p1 = p / group`` replicas, ``S = b / micro_batch`` micro-batches (None without a micro-batch
-    size). ``divides`` is false where p1, b or S is not a whole number (the row is infeasible,
-    ``batch``); b and S are then rounded down, at least 1, so that the row still evaluates."""
-    p1 = p // group if group >= 1 else 0
-    b, _, fits = batch_from(max(p1, 1), None, None, global_batch, micro_batch)
-    ok = bool(fits) and p1 >= 1 and p1 * group == p
-    whole_b = max(int(b), 1)
-    return whole_b, None if micro_batch is None else max(whole_b // micro_batch, 1), ok
-
-
 def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
     """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
     its registry entry's :meth:`~kernels.strategies.registry.Strategy.legal` of each axis."""
@@ -75,10 +61,13 @@ def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ..
 
 
 def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
-    """The configurations of one strategy at ``q.p``: hybrids keep p2 | p; a fixed global batch
-    gives each its b (and, with micro-batch sizes, its S) by :func:`batch_split`; a strategy's own
-    axes take ``q.own``'s lists, else :func:`legal_values` (where the pair tp, pp does not divide
-    p it is left out of the default lists)."""
+    """The configurations of one strategy at ``q.p``: each a :class:`~sweep.inputs.configs.Request`
+    completed by :func:`~sweep.inputs.configs.complete` (p2 and S defaults, b = B / p1 from a fixed
+    global batch, ``valid`` false where it does not split: b and S then rounded down, at least 1,
+    so that the row still evaluates); hybrids keep p2 | p; a strategy's own axes take ``q.own``'s
+    lists, else the registry's legal values (:func:`legal_values`; where the pair tp, pp does not
+    divide p it is left out of the default lists); data+tensor+pipeline's micro-batch sizes are
+    ``q.micro_batch``, else every divisor of b (S = b / size) unless ``q.S`` lists S."""
     entry = registry.entry(strategy)
     gpn = default_p2(bound.profile)
     p = q.p
@@ -89,7 +78,7 @@ def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
     uses_S = entry.uses("S")
     p2s = (q.p2 or (None,)) if entry.uses("p2") else (None,)
     Ss = (q.S or (None,)) if uses_S and not q.micro_batch else (None,)
-    default_S = 1 if uses_S and not entry.S_is_p else p  # S = p where a strategy does not read it
+    batches = [(None, big) for big in q.B] if q.B else [(b, None) for b in q.b or ()]
     rows: dict[tuple, bool] = {}
     for own in itertools.product(*lists):
         values = dict(zip(names, own, strict=True))
@@ -99,31 +88,26 @@ def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
             and p % (values["tp"] * values["pp"])
         ):
             continue  # the default lists hold the pairs that divide p
-        for given_p2 in p2s:
-            p2, _ = defaults(p, given_p2, None, gpn)
+        for given_p2, given_S, (b_given, big) in itertools.product(p2s, Ss, batches):
+            request = Request(strategy, p, b_given, given_p2, given_S, big, None, tuple(values.items()))
+            done = complete(request, gpn)
+            p2 = done.config[2]
             if entry.uses("p2") and not p2_fits(p, p2):
                 continue
-            group = entry.group(p, p2, values) if strategy != "serial" else p
-            for given_S in Ss:
-                S0 = default_S if given_S is None else given_S
-                if q.B:
-                    batches = [batch_split(big, p, group, None)[::2] for big in q.B]
-                else:
-                    batches = [(b, True) for b in q.b or ()]
-                for b, ok_b in batches:
-                    if not ok_b and not entry.own:
-                        continue  # a paper strategy's batch that does not split is left out
-                    if q.micro_batch and uses_S:
-                        sizes: Sequence[int | None] = q.micro_batch
-                    elif uses_S and entry.own and not q.S:
-                        sizes = [m for m in range(1, b + 1) if b % m == 0]  # every legal micro-batch
-                    else:
-                        sizes = [None]
-                    for mb in sizes:
-                        S = S0 if mb is None else max(b // mb, 1)
-                        ok = ok_b and (mb is None or b % mb == 0)
-                        key = (p, b, p2, S, *own)
-                        rows[key] = rows.get(key, False) or ok
+            b, ok_b = max(int(done.b), 1), big is None or bool(done.fits)
+            if not ok_b and not entry.own:
+                continue  # a paper strategy's batch that does not split is left out
+            if q.micro_batch and uses_S:
+                sizes: Sequence[int | None] = q.micro_batch
+            elif uses_S and entry.own and not q.S:
+                sizes = [m for m in range(1, b + 1) if b % m == 0]  # every legal micro-batch
+            else:
+                sizes = [None]
+            for mb in sizes:
+                S = done.config[3] if mb is None else max(b // mb, 1)
+                ok = ok_b and (mb is None or b % mb == 0)
+                key = (p, b, p2, S, *own)
+                rows[key] = rows.get(key, False) or ok
     keys = sorted(rows)
     columns = ("p", "b", "p2", "S", *names)
     array = np.asarray(keys, dtype=np.float64).reshape(-1, len(columns))

@@ -224,7 +224,7 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
     """estimate hands vp, sp and precision to the kernel in its Config (the kernel ignores them
     until the transformer physics reads them): a stand-in kernel writes them into a column."""
     from kernels.strategies import megatron
-    from sweep.engine import evaluate
+    from sweep.engine import backend, evaluate
 
     real = megatron.data_tensor_pipeline
 
@@ -235,10 +235,15 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
     monkeypatch.setitem(evaluate.STRATEGIES, "data+tensor+pipeline", spy)
     evaluate.jitted.cache_clear()  # an evaluator compiled by an earlier test holds the real kernel
     try:
-        row = api.estimate(
-            SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, vp=2, sp=1, precision="fp8"
-        )
+        # vp 2 at pp 1 and fp8 on an A100 break rules: sweep.estimate refuses them, the engine's
+        # estimate writes the (infeasible) row
+        own = {"tp": 2, "vp": 2, "sp": 1, "precision": "fp8"}
+        with backend.computation(x64=True):
+            row = evaluate.estimate(
+                api.bind(SPEC["model"], "a100-ib800"), "data+tensor+pipeline", 8, 8, own=own
+            )
     finally:
         evaluate.jitted.cache_clear()
     assert row["t_halo_s"] == 2 + 10 * 1 + 100 * 1 + 1000 * 2
     assert (row["vp"], row["sp"], row["precision"]) == (2, 1, "fp8")
+    assert row["limit_reason"] == "schedule"
