@@ -95,7 +95,7 @@ def test_micro_batch_is_a_column(tmp_path):
     agree with it; the impossible rows' b, p1 and global batch are whole numbers."""
     from sweep.answers.query import open_sweep
 
-    spec = {**SPEC, "axes": {**SPEC["axes"], "S": [1, 2], "tp": [1, 2, 3]}}
+    spec = {**SPEC, "axes": {**SPEC["axes"], "S": [1, 4], "tp": [1, 2, 3]}}
     api.run(spec, tmp_path / "m", x64=True)
     sw = open_sweep(tmp_path / "m")
     rows = [r for r in sw.to_table().to_pylist() if r["strategy"] == "data+tensor+pipeline"]
