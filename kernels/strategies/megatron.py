@@ -13,6 +13,8 @@ neighbours are ``tp * dp`` GPUs apart.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -55,9 +57,11 @@ def _at(lines, z):
 
 #: The strategy's registry entry: its own axes' defaults and its legality rules (docs/model.md §2).
 _ENTRY = registry.entry("data+tensor+pipeline")
+#: A :class:`Config` whose own axes are all given (:meth:`registry.Strategy.filled`), no None.
+Own = Any
 
 
-def _split(p, own: Config):
+def _split(p, own: Own):
     """dp = p / (tp pp), at least 1: a row that breaks a rule of the registry (tp pp not
     dividing p, ...) is infeasible, its terms kept non-negative."""
     return jnp.maximum(p / (own.tp * own.pp), 1.0)
@@ -204,7 +208,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 
 
-def _gradient_allreduce(machine: Machine, own: Config, dp, msg_bytes):
+def _gradient_allreduce(machine: Machine, own: Own, dp, msg_bytes):
     """The dp group's gradient allreduce of one stage's shard, per iteration.
 
     The group spans tp * dp consecutive GPUs. When it leaves a node, NCCL runs
@@ -231,7 +235,7 @@ def _tensor_allreduce(machine: Machine, misc, tp, micro_bytes):
     return count * each
 
 
-def _p2p(machine: Machine, p, own: Config, s, dp, its, msg_bytes):
+def _p2p(machine: Machine, p, own: Own, s, dp, its, msg_bytes):
     """1F1B's point-to-point traffic per epoch: 2(S + pp - 2) messages of one micro-batch's
     boundary activations on the critical path (the pipeline strategy's, docs/model.md §10.4).
     Inter-node when the p GPUs span nodes, the NICs shared by the ``min(tp dp, gpus_per_node)``

@@ -113,9 +113,10 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     fixed = job.bound.profile.override_values(dtype, skip=machine_axes)
     ev = Evaluator(job.strategy, machine_axes, tuple(fixed), frozen_overheads(job.bound.profile))
     hybrid = uses(job.strategy, "p2")
-    # the request's axes: those of the job the strategy reads (the batch as users set it included)
-    given = [k for k in ("p", "b", "p2", "S", "global_batch", "micro_batch") if k in job.axes]
-    given = [k for k in given if uses(job.strategy, k) or k in ("p", "b", "p2", "S")]
+    # the request's axes: the job's shared axes and batch as users set it (a micro-batch where
+    # the strategy has micro-batches)
+    names = ("p", "b", "p2", "S", "global_batch", "micro_batch")
+    given = [k for k in names if k in job.axes and (k != "micro_batch" or uses(job.strategy, k))]
 
     def one(net, machine, at):
         swept = tuple(at[k][0].astype(dtype) for k in machine_axes)

@@ -214,7 +214,7 @@ class Resolved(NamedTuple):
     p2: int
     S: int | float
     p1: int
-    B: int
+    B: int | float
     own: Own = NO_OWN
     fits: bool = True
     config: tuple = ()
@@ -299,12 +299,14 @@ class Request(NamedTuple):
         given = dict(self.own)
         record = own_record(strategy, given, warn=warn)
         own = tuple((k, getattr(record, k)) for k in given if given[k] is not None and entry.uses(k))
-        if warn and entry.uses("sp") and record.sp > 0 and record.tp == 1:
+        named = record._asdict()
+        if warn and entry.uses("sp") and named["sp"] > 0 and named["tp"] == 1:
             warnings.warn(
                 InputWarning("sp 1 is ignored at tp 1: sequence parallelism splits over tp", param="sp"),
                 stacklevel=2,
             )
-        return self._replace(**checked, own=own)
+        c = checked
+        return Request(strategy, c["p"], c["b"], c["p2"], c["S"], c["global_batch"], c["micro_batch"], own)
 
 
 def complete(request: Request, gpus_per_node) -> Resolved:
@@ -366,13 +368,13 @@ def resolve(
             f"p2 {out.config[2]} must divide p {out.p}: {strategy} runs p/p2 groups of p2 GPUs",
             param=("p2", "p"),
         )
-    b, S, B = (int(v) if v == int(v) else v for v in (out.b, out.config[3], out.B))
+    whole_b, whole_S, whole_B = (int(v) if v == int(v) else v for v in (out.b, out.config[3], out.B))
     return out._replace(
-        b=b,
-        S=S if uses(strategy, "S") else out.S,
-        B=B,
+        b=whole_b,
+        S=whole_S if uses(strategy, "S") else out.S,
+        B=whole_B,
         fits=bool(out.fits),
-        config=(out.p, b, out.config[2], S, *out.config[4:]),
+        config=(out.p, whole_b, out.config[2], whole_S, *out.config[4:]),
     )
 
 
