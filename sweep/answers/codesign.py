@@ -496,7 +496,7 @@ def codesign(
     S = b / size instead. ``own`` lists, by axis name, the values of a strategy's own axes it
     chooses from at every value of the parameter (data+tensor+pipeline's ``tp``, ``pp``,
     ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``); an axis not listed takes every legal
-    value where the registry marks it ``searched`` (:func:`legal_values`), else its default;
+    value where the registry marks it ``searched`` (the registry's ``legal``), else its default;
     micro-batch sizes default to every divisor of b. The predicate is
     ``target`` (``"t_epoch_s <= 10"``) and/or ``beats`` (a rival strategy), searched over
     ``range`` (default: the machine's value / 64 to x 64) on a ``grid`` of values.

@@ -2,7 +2,7 @@
 
 For one strategy at a GPU count: its p, b, p2 and S and its own axes
 (data+tensor+pipeline's tp, pp, recompute, zero, ...), every legal value of
-an own axis unless the question lists them (:func:`legal_values`), a fixed
+an own axis unless the question lists them (the registry's ``legal``), a fixed
 global batch split into samples per replica and micro-batches by the
 configuration request's one completion (:func:`sweep.inputs.configs.complete`),
 configurations where it does not split kept and marked (limit ``batch``).
@@ -13,7 +13,7 @@ its evaluator over.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -53,11 +53,18 @@ class Candidates(NamedTuple):
     columns: tuple[str, ...]
 
 
-def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
-    """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
-    its registry entry's :meth:`~kernels.strategies.registry.Strategy.legal` of each axis."""
-    entry = registry.entry(strategy)
-    return {axis.name: entry.legal(bound.net, p, axis.name) for axis in entry.own}
+def _refused(entry: registry.Strategy, net, p: int, values: dict, given: Container[str]) -> bool:
+    """Whether a combination of own values breaks a rule of the registry that reads only p and
+    own axes none of which the question lists (tp x pp not dividing p when both come from the
+    default lists): the default lists hold only combinations that can run. A listed value is
+    kept, for the kernel to mark infeasible."""
+    v = registry.values(entry, net, {"p": p, "b": 1, "S": 1, **values})
+    batch = {"b", "S", "micro_batch"}
+    return any(
+        bool(rule.broken(v))
+        for rule in entry.rules
+        if not batch & set(rule.params) and not any(x in given for x in rule.params)
+    )
 
 
 def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
@@ -65,16 +72,15 @@ def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
     completed by :func:`~sweep.inputs.configs.complete` (p2 and S defaults, b = B / p1 from a fixed
     global batch, ``valid`` false where it does not split: b and S then rounded down, at least 1,
     so that the row still evaluates); hybrids keep p2 | p; a strategy's own axes take ``q.own``'s
-    lists, else the registry's legal values (:func:`legal_values`; where the pair tp, pp does not
-    divide p it is left out of the default lists); data+tensor+pipeline's micro-batch sizes are
+    lists, else the registry's legal values (:meth:`~kernels.strategies.registry.Strategy.legal`;
+    a combination of them that breaks a rule, tp x pp not dividing p, is left out); data+tensor+pipeline's micro-batch sizes are
     ``q.micro_batch``, else every divisor of b (S = b / size) unless ``q.S`` lists S."""
     entry = registry.entry(strategy)
     gpn = default_p2(bound.profile)
     p = q.p
     given = dict(q.own)
-    legal = legal_values(bound, strategy, p) if entry.own else {}
     names = tuple(a.name for a in entry.own)
-    lists = [given.get(n, legal.get(n, ())) for n in names]
+    lists = [given[n] if n in given else entry.legal(bound.net, p, n) for n in names]
     uses_S = entry.uses("S")
     p2s = (q.p2 or (None,)) if entry.uses("p2") else (None,)
     Ss = (q.S or (None,)) if uses_S and not q.micro_batch else (None,)
@@ -82,12 +88,8 @@ def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
     rows: dict[tuple, bool] = {}
     for own in itertools.product(*lists):
         values = dict(zip(names, own, strict=True))
-        if (
-            {"tp", "pp"} <= values.keys()
-            and not {"tp", "pp"} & given.keys()
-            and p % (values["tp"] * values["pp"])
-        ):
-            continue  # the default lists hold the pairs that divide p
+        if _refused(entry, bound.net, p, values, given):
+            continue
         for given_p2, given_S, (b_given, big) in itertools.product(p2s, Ss, batches):
             request = Request(strategy, p, b_given, given_p2, given_S, big, None, tuple(values.items()))
             done = complete(request, gpn)

@@ -2,9 +2,10 @@
 (:mod:`kernels.strategies.registry`): which axes a strategy uses (:func:`uses`), a value a user
 gave checked (:func:`whole`, :func:`own_record`), the defaults of p2 and S (:func:`defaults`),
 whether a hybrid's p2 fits p (:func:`p2_fits`), the batch as users set it (:func:`batch_from`),
-the columns a strategy writes (:func:`own_values`), a configuration a user gave checked and
-completed (:func:`resolve`), a row that cannot exist (:func:`impossible`), and a model bound to a
-machine profile (:class:`Bound`)."""
+the columns a strategy writes (:func:`own_values`), the one configuration request
+(:class:`Request`: checked by :meth:`Request.checked`, completed by :func:`complete` on ints or
+traced arrays, both by :func:`resolve`), a row that cannot exist (:func:`impossible`, the
+registry's rules), and a model bound to a machine profile (:class:`Bound`)."""
 
 from __future__ import annotations
 
@@ -393,19 +394,3 @@ Overheads = tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
 def frozen_overheads(profile: MachineProfile) -> Overheads:
     """A profile's overheads table as a hashable tuple, for the compile caches."""
     return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in profile.overheads.items()))
-
-
-def resolve_config(
-    profile: MachineProfile,
-    strategy: str,
-    p: int,
-    b: int,
-    p2: int | None,
-    S: int | None,
-    *,
-    warn: bool = True,
-) -> tuple[int, int]:
-    """:func:`resolve`'s checks, then ``(p2, S)`` as the kernels take them: as given, else the
-    defaults (:func:`defaults`). A strategy that ignores p2 or S computes the same with any."""
-    resolve(profile, strategy, p, b, p2, S, warn=warn)
-    return defaults(p, p2, default_S(strategy, p) if S is None else S, default_p2(profile))
