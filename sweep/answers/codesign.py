@@ -380,18 +380,7 @@ def _solve(bound: Bound, q: Question) -> Answer:
         raise InputError(f"--range: efficiency is at most 1, got {hi:g}")
     log = lo > 0
     prob = _Problem(bound, q, log)
-    cand = [candidates(bound, s, q) for s in prob.all]
-    # the rules reading the machine (precision) on its values, unless the question varies them
-    machine = (
-        None
-        if q.param == "gpu_flops_fp8"
-        else override(bound.profile.pytree(np.float64), bound.profile.override_values(np.float64))
-    )
-    for s, c in zip(prob.all, cand, strict=True):
-        refuse_unanswerable(bound, s, c, q.p, machine)  # the rule named first
-        if not c.valid.any():
-            given = "b/B/p2" + "/micro-batch" * bool(q.micro_batch) + "".join(f"/{k}" for k, _ in q.own)
-            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given {given}")
+    cand = _candidates(bound, q, prob.all)
     cfgs = tuple(jnp.asarray(c.rows) for c in cand)
     valid = tuple(jnp.asarray(c.valid) for c in cand)
     thetas = np.geomspace(lo, hi, q.grid) if log else np.linspace(lo, hi, q.grid)
@@ -438,6 +427,23 @@ def _solve(bound: Bound, q: Question) -> Answer:
         answer.other_at = other
         answer.other = _best_rows(prob, bound, q, cand, other)
     return answer
+
+
+def _candidates(bound: Bound, q: Question, strategies: Sequence[str]) -> list[Candidates]:
+    """Each strategy's candidates (:func:`sweep.answers.splits.candidates`); an :class:`InputError`
+    when every one of a strategy's breaks a rule of its registry entry (the rules reading the
+    machine, precision, on its values unless the question varies them) or none has a global
+    batch that splits: no value of the parameter answers such a question."""
+    machine = None
+    if q.param != "gpu_flops_fp8":
+        machine = override(bound.profile.pytree(np.float64), bound.profile.override_values(np.float64))
+    cand = [candidates(bound, s, q) for s in strategies]
+    for s, c in zip(strategies, cand, strict=True):
+        refuse_unanswerable(bound, s, c, q.p, machine)  # the rule named first
+        if not c.valid.any():
+            given = "b/B/p2" + "/micro-batch" * bool(q.micro_batch) + "".join(f"/{k}" for k, _ in q.own)
+            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given {given}")
+    return cand
 
 
 def _best_rows(
