@@ -387,3 +387,30 @@ def test_overlapped_gradient_allreduce():
     exposed; the tp allreduces stay (2 * 2 * 0.204)."""
     c = TENSOR(tiny(), machine(overlap_grad_reduce=1.0), cfg(4, 4, 2, tp=2))
     assert float(c.t_allreduce_s) == pytest.approx(2 * 2 * 0.204, rel=1e-12)
+
+
+def test_the_kernel_names_the_rule_check_names():
+    """The kernel's limit code is the first broken rule of the registry entry, the rule
+    ``check`` names for one configuration (docs/model.md §2): every (p, b, S, tp, pp, vp) of a
+    small grid on the 4-block, 4-head GPT, on a GPU without an FP8 rate for fp8."""
+    import itertools
+
+    from kernels.names import LIMITS
+    from kernels.strategies.registry import entry
+
+    tensor = entry("data+tensor+pipeline")
+    m = machine()
+    grid = itertools.product((4, 6, 8), (4, 6), (1, 2, 3), (1, 2, 3), (1, 2, 8), (1, 2), (0, 1))
+    named = set()
+    for p, b, s, tp, pp, vp, prec in grid:
+        c = cfg7(p, b, s, tp, pp, vp=vp)._replace(precision=f64(prec))
+        found = tensor.broken(
+            FOUR, {"p": p, "b": b, "S": s, "tp": tp, "pp": pp, "vp": vp, "precision": prec}, m
+        )
+        code = int(TENSOR(FOUR, m, c).limit)
+        if found is None:
+            assert LIMITS[code] in ("", "memory", "dataset"), (p, b, s, tp, pp, vp, prec, LIMITS[code])
+        else:
+            assert LIMITS[code] == found.rule.reason, (p, b, s, tp, pp, vp, prec, found.message)
+            named.add(found.rule.reason)
+    assert named == {"heads", "divides", "max_p", "schedule", "batch", "precision"}
