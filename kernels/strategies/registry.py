@@ -195,11 +195,11 @@ class Strategy(NamedTuple):
         return code
 
     def legal(self, net, p: int, axis: str) -> tuple[int, ...]:
-        """Every value of own axis ``axis`` that some configuration of this strategy at ``p``
-        GPUs on ``net`` can take (co-design's and splits' default lists): values a rule that
-        reads only ``axis``, ``p`` and the model refuses are left out (tp dividing the heads and
-        p, pp up to the blocks and dividing p); the axes the registry does not mark
-        ``searched`` take their default; a categorical one every code."""
+        """The values of own axis ``axis`` that co-design and splits try at ``p`` GPUs on ``net``
+        (their default lists): those that break no rule with the other own axes at their
+        defaults and one sample in one micro-batch (tp dividing the heads and p, pp up to the
+        blocks and dividing p); an axis the registry does not mark ``searched`` its default; a
+        categorical one every code."""
         a = self.axis(axis)
         if not a.searched:
             return (a.default,)
