@@ -4,9 +4,25 @@ reasons of a configuration, the layer kinds and the machine's scalar parameters.
 from kernels.kinds import TABLE as KIND_TABLE
 
 #: Reasons a configuration is infeasible: ``Cost.limit`` codes index this tuple (docs/model.md §11;
-#: column ``limit_reason``), 0 feasible.
-LIMITS: tuple[str, ...] = ("", "memory", "max_p", "batch", "dataset")
+#: column ``limit_reason``), 0 feasible. After the paper's four, the rules of the strategy
+#: registry (:class:`kernels.strategies.registry.Rule`): tp not dividing the heads, the replica
+#: group not dividing p, a precision the GPU has no rate for, vp > 1 without pipeline stages.
+LIMITS: tuple[str, ...] = (
+    "",
+    "memory",
+    "max_p",
+    "batch",
+    "dataset",
+    "heads",
+    "divides",
+    "precision",
+    "schedule",
+)
 OK, MEMORY, MAX_P, BATCH, DATASET = 0, 1, 2, 3, 4
+HEADS, DIVIDES, PRECISION, SCHEDULE = 5, 6, 7, 8
+#: The reasons that are results of a configuration that can be formed (it does not fit the
+#: memory, its global batch exceeds the data set), not a rule it breaks.
+RESULT_LIMITS: tuple[int, ...] = (OK, MEMORY, DATASET)
 
 #: Layer kinds (docs/model.md §1); ``LayerArrays.kind`` indexes this tuple: the names of
 #: :data:`kernels.kinds.TABLE`, one record per kind, new kinds at the end. Here, not in

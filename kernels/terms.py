@@ -284,14 +284,16 @@ def over_dataset(net: Net, global_batch):
     return global_batch > net.dataset_samples
 
 
-def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch, over_data):
-    """First failing reason in the order batch, max_p, dataset, memory (docs/model.md §11).
+def limit_code(machine: Machine, mem_bytes, over_max_p, over_batch, over_data, rule=0):
+    """First failing reason in the order rule, batch, max_p, dataset, memory (docs/model.md §11).
 
-    ``over_data`` is :func:`over_dataset` of the strategy's global batch.
+    ``over_data`` is :func:`over_dataset` of the strategy's global batch; ``rule`` the code of
+    the first legality rule of the strategy's registry entry the configuration breaks
+    (:meth:`kernels.strategies.registry.Strategy.limit`: ``heads``, ``divides``, ...; 0 none).
     """
     return jnp.select(
-        [over_batch, over_max_p, over_data, mem_bytes > machine.gpu_mem_bytes],
-        [BATCH, MAX_P, DATASET, MEMORY],
+        [rule > 0, over_batch, over_max_p, over_data, mem_bytes > machine.gpu_mem_bytes],
+        [rule, BATCH, MAX_P, DATASET, MEMORY],
         OK,
     ).astype(jnp.int32)
 

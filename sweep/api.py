@@ -123,9 +123,12 @@ def estimate(
 
     ``p`` GPUs (serial: 1), ``b`` samples per data-parallel replica or ``global_batch``
     (``b = global_batch / p1``), ``p2`` a hybrid's group size (default gpus_per_node), ``S``
-    micro-batches of pipeline and data+tensor+pipeline (default p; 1 for
-    data+tensor+pipeline) or ``micro_batch`` (``S = b / micro_batch``). A global batch or
-    micro-batch that does not divide makes the row infeasible, limit ``batch``. ``own`` are the
+    micro-batches of pipeline and data+tensor+pipeline (default p for pipeline) or
+    ``micro_batch`` (``S = b / micro_batch``; data+tensor+pipeline's default is 1, Megatron-LM's,
+    so S = b). A configuration that cannot run is an :class:`~sweep.errors.InputError` naming the
+    rule it breaks and its parameters (docs/model.md §2): tp not dividing the heads, tp x pp not
+    dividing p, a global batch that the data-parallel replicas x micro-batch do not divide, a
+    precision the GPU has no rate for, vp > 1 at pp 1, .... ``own`` are the
     strategy's own settings by name, one keyword per axis of its registry entry
     (:mod:`kernels.strategies.registry`; data+tensor+pipeline's ``tp``, ``pp``, ``recompute``
     = "none" | "selective" | "full", ``zero``, ``vp``, ``sp``, ``precision`` = "bf16" |
@@ -141,19 +144,15 @@ def estimate(
     """
     from sweep.engine import backend
     from sweep.engine.evaluate import estimate as one
-    from sweep.inputs.configs import check_strategy, own_record, whole
+    from sweep.inputs.configs import Request
 
     if not isinstance(strategy, str):
         raise InputError(f"strategy must be a name, got {strategy!r}", param="strategy")
-    check_strategy(strategy)
-    given = {"p": p, "b": b, "p2": p2, "S": S, "global_batch": global_batch, "micro_batch": micro_batch}
-    for name, value in given.items():  # before loading anything: a bad value is a quick error
-        if value is not None:
-            whole(name, value)
-    own_record(strategy, own, warn=False)
+    request = Request.of(strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own)
+    request.checked(warn=False)  # before loading anything: a bad value is a quick error
     bound = bind(model, machine, set=set, lc=lc)
     with backend.computation(x64=True):
-        row = one(bound, strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own)
+        row = one(bound, request, refuse=True)
         if bound.profile.posterior is not None:  # a calibrated file: t_iter_s's 80 % interval
             from sweep.trust.intervals import estimate_interval
 

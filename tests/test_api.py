@@ -22,7 +22,8 @@ import grids
 import sweep
 from sweep import api
 from sweep.cli.main import cli
-from sweep.errors import InputError
+from sweep.engine.evaluate import estimate
+from sweep.errors import InputError, InputWarning
 from sweep.inputs.machines import load_machine
 from sweep.inputs.models import load_model
 
@@ -394,5 +395,47 @@ def test_global_batch_in_estimate():
     assert by_global == by_b
     # data+filter, p2 = 2: p1 = 8 / 2 = 4 groups; 100 / 4 = 25
     assert api.estimate("resnet50", "abci", "data+filter", p=8, p2=2, global_batch=100)["b"] == 25
-    odd = api.estimate("resnet50", "abci", "data", p=8, global_batch=100)  # 100 / 8 = 12.5
+    # 100 / 8 = 12.5: a configuration that cannot run (issue 38, defect 3), as a sweep's row infeasible
+    with pytest.raises(sweep.InputError) as err:
+        api.estimate("resnet50", "abci", "data", p=8, global_batch=100)
+    assert err.value.param == ("global_batch",) and "(batch)" in str(err.value)
+    odd = estimate(api.bind("resnet50", "abci"), "data", 8, global_batch=100)
     assert (odd["feasible"], odd["limit_reason"]) == (False, "batch")
+
+
+GPT_TINY = "gpt-l2-h64-a4-s32-v100"  # 4 heads, 2 blocks
+
+
+@pytest.mark.parametrize(
+    ("given", "param", "rule"),
+    [
+        ({"p": 24, "global_batch": 24, "tp": 3}, ("tp",), "heads"),  # 3 does not divide 4 heads
+        ({"p": 6, "global_batch": 24, "tp": 4}, ("p", "tp", "pp"), "divides"),  # 4 does not divide 6
+        ({"p": 8, "global_batch": 25, "tp": 2, "pp": 2}, ("global_batch", "micro_batch"), "batch"),  # 25 / 2
+        ({"p": 8, "global_batch": 32, "tp": 2, "precision": "fp8"}, ("precision",), "precision"),  # an A100
+        ({"p": 4, "global_batch": 32, "tp": 4, "vp": 2}, ("vp", "pp"), "schedule"),  # vp 2 at pp 1
+    ],
+)
+def test_estimate_refuses_a_configuration_that_cannot_run(given, param, rule):
+    """Issue 38, defects 3 and 7: sweep.InputError naming the rule and the parameters, one line."""
+    with pytest.raises(sweep.InputError) as err:
+        sweep.estimate(GPT_TINY, "a100-ib800", "data+tensor+pipeline", **given)
+    assert err.value.param == param and str(err.value).endswith(f"({rule})")
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_micro_batch_defaults_to_one():
+    """Issue 38, defect 2: data+tensor+pipeline without S or micro_batch runs micro-batches of one
+    sample (Megatron-LM's default): global batch 64 over p1 = 8 / (2 x 2) = 2 replicas is b = 32
+    samples per replica in S = 32 micro-batches, the row of micro_batch = 1."""
+    given = {"p": 8, "global_batch": 64, "tp": 2, "pp": 2}
+    row = sweep.estimate(GPT_TINY, "a100-ib800", "data+tensor+pipeline", **given)
+    assert (row["b"], row["S"]) == (32, 32)
+    assert row == sweep.estimate(GPT_TINY, "a100-ib800", "data+tensor+pipeline", micro_batch=1, **given)
+
+
+def test_sequence_parallelism_at_tp_1_warns():
+    """Issue 38, defect 7: sp with tp 1 has nothing to split: an InputWarning naming sp."""
+    with pytest.warns(InputWarning, match="sp 1 is ignored at tp 1") as caught:
+        sweep.estimate(GPT_TINY, "a100-ib800", "data+tensor+pipeline", p=2, global_batch=8, pp=2, sp=1)
+    assert any(getattr(w.message, "param", ()) == ("sp",) for w in caught)

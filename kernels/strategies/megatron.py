@@ -13,7 +13,7 @@ neighbours are ``tp * dp`` GPUs apart.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -25,6 +25,7 @@ from kernels._types import Array
 from kernels.machine import Link, Machine
 from kernels.names import ATTENTIONS, KINDS
 from kernels.network import Net
+from kernels.strategies import registry
 from kernels.terms import Config, Cost
 from kernels.transformer import CORE, StageMisc
 
@@ -44,42 +45,16 @@ def _at(lines, z):
     return jnp.max(lines[..., 0] - lines[..., 1] * z, axis=-1)
 
 
-def _split(p, own: _Own, net: Net):
-    """(dp, misfit): misfit when tp * pp does not divide p, tp does not divide the heads, or
-    pp exceeds the stages the network can be cut into: its blocks (its layers without attention),
-    docs/model.md §16."""
-    tp, pp = own.tp, own.pp
-    group = tp * pp
-    heads = net.transformer.heads
-    misfit = (tp < 1) | (pp < 1) | (p < group) | (jnp.round(p / group) * group != p)
-    misfit = misfit | (jnp.round(heads / tp) * tp != heads) | (pp > net.n_stages)
-    # interleaving: vp chunks of whole blocks on each of pp stages
-    chunks = pp * own.vp
-    misfit = (
-        misfit | (own.vp < 1) | ((own.vp > 1) & (jnp.round(net.n_stages / chunks) * chunks != net.n_stages))
-    )
-    # misfit rows are infeasible (max_p); dp >= 1 keeps their terms non-negative
-    return jnp.maximum(p / group, 1.0), misfit
+#: The strategy's registry entry: its own axes' defaults and its legality rules (docs/model.md §2).
+_ENTRY = registry.entry("data+tensor+pipeline")
+#: A :class:`Config` whose own axes are all given (:meth:`registry.Strategy.filled`), no None.
+Own = Any
 
 
-class _Own(NamedTuple):
-    """The strategy's own axes (docs/model.md §16), those not given (None in :class:`Config`) set
-    to their neutral values: tp 1, pp 1, recompute 0, zero 0, vp 1, sp 0, precision 0 (bf16)."""
-
-    tp: Array
-    pp: Array
-    recompute: Array
-    zero: Array
-    vp: Array
-    sp: Array
-    precision: Array
-
-    @classmethod
-    def of(cls, cfg: Config) -> _Own:
-        one = jnp.ones_like(cfg.p)
-        given = (cfg.tp, cfg.pp, cfg.recompute, cfg.zero, cfg.vp, cfg.sp, cfg.precision)
-        neutral = (1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-        return cls(*(d * one if v is None else v for v, d in zip(given, neutral, strict=True)))
+def _split(p, own: Own):
+    """dp = p / (tp pp), at least 1: a row that breaks a rule of the registry (tp pp not
+    dividing p, ...) is infeasible, its terms kept non-negative."""
+    return jnp.maximum(p / (own.tp * own.pp), 1.0)
 
 
 def _value(lines, z, tp, sp):
@@ -109,9 +84,9 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
     """
-    own = _Own.of(cfg)
-    tp, pp, s, vp = own.tp, own.pp, cfg.S, own.vp
-    dp, misfit = _split(cfg.p, own, net)
+    own = _ENTRY.filled(cfg)  # the axes not given at their registry defaults
+    s = cfg.S
+    dp = _split(cfg.p, own)
     big_b = cfg.b * dp
     its = terms.iterations(net.dataset_samples, big_b)
     st = _stage(net, machine, own, cfg)
@@ -121,14 +96,12 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro)
     p2p = _p2p(machine, cfg.p, own, s, dp, its, st.micro * st.delta * st.misc.y_boundary)
     mem = _memory(net, machine, st, own, s, dp)
-    interleave = (vp > 1) & (jnp.round(s / pp) * pp != s)  # the interleaved schedule needs pp | S
-    # FP8 on a GPU without an FP8 peak does not fit the machine: max_p, as a group that cannot be formed
-    misfit = misfit | ((own.precision > 0) & (machine.gpu_flops_fp8 <= 0))
-    over_batch = (s < 1) | (cfg.b < s) | (jnp.round(cfg.b / s) * s != cfg.b) | interleave
+    # the first legality rule of the registry the configuration breaks (heads, divides, ...)
+    rule = _ENTRY.limit(registry.values(_ENTRY, net, own._asdict(), machine))
     return Cost(
         p=cfg.p,
         p1=dp,
-        p2=tp * pp,
+        p2=own.tp * own.pp,
         b=cfg.b,
         B=big_b,
         S=s,
@@ -139,7 +112,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         t_halo_s=terms.zeros_like(comp),
         t_p2p_s=p2p,
         mem_bytes=mem,
-        limit=terms.limit_code(machine, mem, misfit, over_batch, terms.over_dataset(net, big_b)),
+        limit=terms.limit_code(machine, mem, False, False, terms.over_dataset(net, big_b), rule),
     )
 
 
@@ -161,7 +134,7 @@ class _Stage(NamedTuple):
     flash: Array
 
 
-def _stage(net: Net, machine: Machine, own: _Own, cfg: Config) -> _Stage:
+def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
     """The largest stage of a configuration (docs/model.md §16)."""
     table = net.transformer
     tp, pp, s, vp = own.tp, own.pp, cfg.S, own.vp
@@ -187,7 +160,7 @@ def _stage(net: Net, machine: Machine, own: _Own, cfg: Config) -> _Stage:
     )
 
 
-def _compute(net: Net, machine: Machine, st: _Stage, own: _Own, s, dp, its):
+def _compute(net: Net, machine: Machine, st: _Stage, own: Own, s, dp, its):
     """The compute term per epoch without the host's (the stages' work with the bubble, the
     weight update, the memory-bound kernels' traffic), and the traffic's time per sample."""
     tp, pp, vp, sp = own.tp, own.pp, own.vp, own.sp
@@ -211,7 +184,7 @@ def _compute(net: Net, machine: Machine, st: _Stage, own: _Own, s, dp, its):
     return comp, traffic_s
 
 
-def _allreduces(machine: Machine, st: _Stage, own: _Own, dp):
+def _allreduces(machine: Machine, st: _Stage, own: Own, dp):
     """The gradient allreduce per iteration (overlapped as Megatron-LM overlaps it) and one
     micro-batch's tensor-parallel allreduces."""
     grad = _gradient_allreduce(machine, own, dp, st.delta * st.w_stage)
@@ -233,7 +206,7 @@ def _host_exposed(machine: Machine, st: _Stage, traffic_s, per_micro):
     return jnp.maximum(host - gpu, 0.0)
 
 
-def _memory(net: Net, machine: Machine, st: _Stage, own: _Own, s, dp):
+def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     """Memory per GPU: weights, gradients and optimizer state of the largest stage, the
     activations of the micro-batches in flight, and full recomputation's block (docs/model.md §16)."""
     table, z, tp, pp, vp, sp = net.transformer, st.z, own.tp, own.pp, own.vp, own.sp
@@ -287,7 +260,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 
 
-def _gradient_allreduce(machine: Machine, own: _Own, dp, msg_bytes):
+def _gradient_allreduce(machine: Machine, own: Own, dp, msg_bytes):
     """The dp group's gradient allreduce of one stage's shard, per iteration.
 
     The group spans tp * dp consecutive GPUs. When it leaves a node, NCCL runs
@@ -314,7 +287,7 @@ def _tensor_allreduce(machine: Machine, misc: StageMisc, tp, micro_bytes):
     return count * each
 
 
-def _p2p(machine: Machine, p, own: _Own, s, dp, its, msg_bytes):
+def _p2p(machine: Machine, p, own: Own, s, dp, its, msg_bytes):
     """1F1B's point-to-point traffic per epoch: 2(S + pp - 2) messages of one micro-batch's
     boundary activations on the critical path (the pipeline strategy's, docs/model.md §10.4).
     Inter-node when the p GPUs span nodes, the NICs shared by the ``min(tp dp, gpus_per_node)``

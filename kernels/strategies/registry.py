@@ -12,7 +12,7 @@ spec axis, an API keyword and a CLI option (``--name``, ``_`` written ``-``).
 A categorical axis (``choices``) is carried as the index of its name: the
 kernels see the code, people read the name.
 
-Pure Python (no JAX), so that inputs can be checked without importing the kernels.
+Pure Python and NumPy (no JAX), so that inputs can be checked without importing the kernels.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernels.names import LIMITS
 
 #: Codes of data+tensor+pipeline's ``recompute`` axis: activation recomputation (docs/model.md §16).
 RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
@@ -83,6 +87,40 @@ def _whole(value: Any) -> bool:
         return False
 
 
+class Rule(NamedTuple):
+    """One legality rule of a strategy (docs/model.md §2): a configuration breaks it where
+    ``broken(v)`` is true.
+
+    ``v`` maps names to values: the configuration's ``p``, ``b``, ``p2``, ``S`` and own axes,
+    and the facts of the model and machine it runs on (:func:`facts`: ``heads``, ``blocks``,
+    ``gpu_flops_fp8``). ``broken`` is one array expression (``v["p"] % (v["tp"] * v["pp"]) != 0``) that
+    works on Python and NumPy scalars and on traced JAX arrays alike, so that a sweep, the
+    kernel and a single configuration read the same rule. ``reason`` is the limit reason a row
+    that breaks it is given (a name of :data:`kernels.names.LIMITS`), ``params`` the parameters
+    it concerns (those a person changes to mend it), ``says(v)`` its one-line message on scalars.
+    """
+
+    reason: str
+    params: tuple[str, ...]
+    broken: Callable[[Mapping[str, Any]], Any]
+    says: Callable[[Mapping[str, Any]], str]
+
+    @property
+    def code(self) -> int:
+        """The rule's limit code (its reason's index in :data:`kernels.names.LIMITS`)."""
+        return LIMITS.index(self.reason)
+
+
+class Broken(NamedTuple):
+    """The first rule a configuration breaks and its one-line message."""
+
+    rule: Rule
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class Strategy(NamedTuple):
     """A strategy's registry entry.
 
@@ -102,6 +140,8 @@ class Strategy(NamedTuple):
     S_is_p: bool = False
     paper: bool = True
     doc: str = ""
+    rules: tuple[Rule, ...] = ()
+    micro_batch: int | None = None
 
     @property
     def kernel(self) -> Callable:
@@ -123,6 +163,76 @@ class Strategy(NamedTuple):
         """Its own axes' default values, by name."""
         return {a.name: a.default for a in self.own}
 
+    def filled(self, cfg):
+        """A :class:`kernels.terms.Config` (any record with ``_replace``) whose own axes not
+        given (None) take their :attr:`Axis.default`, in ``cfg.p``'s shape and type."""
+        zero = cfg.p * 0
+        return cfg._replace(**{a.name: zero + a.default for a in self.own if getattr(cfg, a.name) is None})
+
+    def broken(self, net, cfg: Mapping[str, Any], machine=None) -> Broken | None:
+        """The first rule one configuration breaks (``cfg``: ``p``, ``b``, ``S`` and own axes by
+        name, Python or NumPy scalars; an own axis not given takes its default) on ``net``
+        (:class:`kernels.network.Net`) and ``machine`` (None: the rules that read the machine
+        hold), or None."""
+        v = values(self, net, cfg, machine)
+        for rule in self.rules:
+            if bool(rule.broken(v)):
+                return Broken(rule, f"{rule.says(v)} ({rule.reason})")
+        return None
+
+    def check(self, net, cfg: Mapping[str, Any], machine=None) -> str | None:
+        """Why one configuration cannot run (the first broken rule's one-line message, its limit
+        reason in brackets), or None: :meth:`broken`'s message."""
+        found = self.broken(net, cfg, machine)
+        return None if found is None else found.message
+
+    def limit(self, v: Mapping[str, Any]):
+        """The limit code of the first rule broken by values ``v`` (:func:`values`: scalars or
+        arrays), 0 where every rule holds."""
+        code: Any = 0
+        for rule in self.rules:
+            code = code + (code == 0) * rule.broken(v) * rule.code
+        return code
+
+    def legal(self, net, p: int, axis: str) -> tuple[int, ...]:
+        """The values of own axis ``axis`` that co-design and splits try at ``p`` GPUs on ``net``
+        (their default lists): those that break no rule with the other own axes at their
+        defaults and one sample in one micro-batch (tp dividing the heads and p, pp up to the
+        blocks and dividing p); an axis the registry does not mark ``searched`` its default; a
+        categorical one every code."""
+        a = self.axis(axis)
+        if not a.searched:
+            return (a.default,)
+        if a.choices:
+            return tuple(range(len(a.choices)))
+        # every value at once: the rules are array expressions, the other axes at their defaults
+        tried = np.arange(a.minimum, (a.maximum if a.maximum is not None else p) + 1)
+        v = values(self, net, {"p": p, "b": 1, "p2": 1, "S": 1, axis: tried})
+        ok = np.ones(tried.shape, bool)
+        for rule in self.rules:
+            ok &= ~np.asarray(rule.broken(v), bool)
+        return tuple(int(t) for t in tried[ok])
+
+
+def facts(net, machine=None) -> dict[str, Any]:
+    """What the rules read of a model and machine: ``heads`` (the attention heads tp must
+    divide), ``blocks`` (the stages the model can be cut into: a GPT's transformer blocks),
+    ``gpu_flops_fp8`` (the GPU's FP8 rate; 1 without a machine, so that the rules reading the
+    machine hold). Scalars or arrays."""
+    table = getattr(net, "transformer", None)
+    return {
+        "heads": table.heads if table is not None else 1,
+        "blocks": net.n_stages,
+        "gpu_flops_fp8": 1.0 if machine is None else machine.gpu_flops_fp8,
+    }
+
+
+def values(strategy: Strategy, net, cfg: Mapping[str, Any], machine=None) -> dict[str, Any]:
+    """The names a strategy's rules read: ``cfg``'s values (its own axes not given at their
+    defaults) and :func:`facts` of ``net`` and ``machine``."""
+    given = {k: v for k, v in cfg.items() if v is not None}
+    return {**strategy.defaults(), **given, **facts(net, machine)}
+
 
 def _tensor_group(p, p2, own: Mapping[str, Any]):
     """tp * pp; ints, or (traced) arrays where a sweep computes the replicas on the device."""
@@ -140,6 +250,62 @@ TENSOR_AXES: tuple[Axis, ...] = (
     Axis("vp", 1, "model chunks per GPU of the interleaved 1F1B schedule (1: plain 1F1B)"),
     Axis("sp", 0, "sequence parallelism (0 or 1)", 0, 1),
     Axis("precision", 0, "number format of the GEMMs", minimum=0, choices=PRECISION),
+)
+
+#: data+tensor+pipeline's legality (docs/model.md §2, §16), in the order the first broken one is
+#: named. pp beyond the blocks, pp x vp chunks not dividing them are ``max_p``, as a group the
+#: model cannot be cut into; the interleaved schedule's pp | S is ``batch``.
+TENSOR_RULES: tuple[Rule, ...] = (
+    Rule(
+        "heads",
+        ("tp",),
+        lambda v: v["heads"] % v["tp"] != 0,
+        lambda v: f"tp {v['tp']:g} does not divide the model's {v['heads']:g} attention heads",
+    ),
+    Rule(
+        "divides",
+        ("p", "tp", "pp"),
+        lambda v: v["p"] % (v["tp"] * v["pp"]) != 0,
+        lambda v: f"tp x pp = {v['tp'] * v['pp']:g} does not divide p {v['p']:g}",
+    ),
+    Rule(
+        "max_p",
+        ("pp",),
+        lambda v: v["pp"] > v["blocks"],
+        lambda v: f"pp {v['pp']:g} is more than the model's {v['blocks']:g} blocks",
+    ),
+    Rule(
+        "schedule",
+        ("vp", "pp"),
+        lambda v: (v["vp"] > 1) & (v["pp"] == 1),
+        lambda v: f"vp {v['vp']:g} needs pp > 1: the interleaved schedule interleaves pipeline stages",
+    ),
+    Rule(
+        "max_p",
+        ("vp", "pp"),
+        lambda v: (v["vp"] > 1) & (v["blocks"] % (v["pp"] * v["vp"]) != 0),
+        lambda v: (
+            f"pp x vp = {v['pp'] * v['vp']:g} model chunks do not divide the model's {v['blocks']:g} blocks"
+        ),
+    ),
+    Rule(
+        "batch",
+        ("S", "pp", "vp"),
+        lambda v: (v["vp"] > 1) & (v["S"] % v["pp"] != 0),
+        lambda v: f"the interleaved schedule needs pp {v['pp']:g} to divide S {v['S']:g}",
+    ),
+    Rule(
+        "batch",
+        ("micro_batch", "b", "S"),
+        lambda v: (v["S"] < 1) | (v["b"] < v["S"]) | (v["b"] % v["S"] != 0),
+        lambda v: f"S {v['S']:g} micro-batches do not divide b {v['b']:g}",
+    ),
+    Rule(
+        "precision",
+        ("precision",),
+        lambda v: (v["precision"] > 0) & (v["gpu_flops_fp8"] <= 0),
+        lambda v: "precision fp8 needs a GPU with an FP8 rate (the machine's gpu_flops_fp8 is 0)",
+    ),
 )
 
 _ENTRIES: tuple[Strategy, ...] = (
@@ -164,6 +330,8 @@ _ENTRIES: tuple[Strategy, ...] = (
         TENSOR_AXES,
         _tensor_group,
         paper=False,
+        rules=TENSOR_RULES,
+        micro_batch=1,  # Megatron-LM's default micro-batch size (docs/model.md §2, §16)
     ),
 )
 

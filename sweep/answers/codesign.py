@@ -46,7 +46,7 @@ import numpy as np
 from kernels import SCALAR_PARAMS
 from kernels.names import BATCH
 from kernels.strategies import registry
-from sweep.answers.splits import Candidates, candidates, check_lists, codes, row_config
+from sweep.answers.splits import Candidates, candidates, check_lists, codes, refuse_unanswerable, row_config
 from sweep.answers.splits import configurations as configurations  # re-exported: codesign's rows
 from sweep.engine import backend, evaluate
 from sweep.engine.evaluate import RESULT_COLUMNS, Evaluator, Inputs, row_dict
@@ -57,6 +57,7 @@ from sweep.inputs.configs import (
     check_strategy,
     frozen_overheads,
 )
+from sweep.inputs.machines import override
 from sweep.output import store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -379,11 +380,7 @@ def _solve(bound: Bound, q: Question) -> Answer:
         raise InputError(f"--range: efficiency is at most 1, got {hi:g}")
     log = lo > 0
     prob = _Problem(bound, q, log)
-    cand = [candidates(bound, s, q) for s in prob.all]
-    for s, c in zip(prob.all, cand, strict=True):
-        if not c.valid.any():
-            given = "b/B/p2" + "/micro-batch" * bool(q.micro_batch) + "".join(f"/{k}" for k, _ in q.own)
-            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given {given}")
+    cand = _candidates(bound, q, prob.all)
     cfgs = tuple(jnp.asarray(c.rows) for c in cand)
     valid = tuple(jnp.asarray(c.valid) for c in cand)
     thetas = np.geomspace(lo, hi, q.grid) if log else np.linspace(lo, hi, q.grid)
@@ -432,6 +429,23 @@ def _solve(bound: Bound, q: Question) -> Answer:
     return answer
 
 
+def _candidates(bound: Bound, q: Question, strategies: Sequence[str]) -> list[Candidates]:
+    """Each strategy's candidates (:func:`sweep.answers.splits.candidates`); an :class:`InputError`
+    when every one of a strategy's breaks a rule of its registry entry (the rules reading the
+    machine, precision, on its values unless the question varies them) or none has a global
+    batch that splits: no value of the parameter answers such a question."""
+    machine = None
+    if q.param != "gpu_flops_fp8":
+        machine = override(bound.profile.pytree(np.float64), bound.profile.override_values(np.float64))
+    cand = [candidates(bound, s, q) for s in strategies]
+    for s, c in zip(strategies, cand, strict=True):
+        refuse_unanswerable(bound, s, c, q.p, machine)  # the rule named first
+        if not c.valid.any():
+            given = "b/B/p2" + "/micro-batch" * bool(q.micro_batch) + "".join(f"/{k}" for k, _ in q.own)
+            raise InputError(f"strategy {s} has no configuration at p = {q.p} with the given {given}")
+    return cand
+
+
 def _best_rows(
     prob: _Problem, bound: Bound, q: Question, cand: Sequence[Candidates], theta: float
 ) -> list[dict]:
@@ -453,8 +467,6 @@ def _best_rows(
         entry = registry.entry(s)
         for axis in entry.own:
             row[axis.name] = axis.label(c.rows[i][c.columns.index(axis.name)])
-        if entry.own and entry.uses("S"):
-            row["micro_batch"] = row["b"] // row["S"]
         out.append(row)
     out.sort(key=lambda r: (not r["feasible"], r[metric]))
     return out
@@ -490,7 +502,7 @@ def codesign(
     S = b / size instead. ``own`` lists, by axis name, the values of a strategy's own axes it
     chooses from at every value of the parameter (data+tensor+pipeline's ``tp``, ``pp``,
     ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``); an axis not listed takes every legal
-    value where the registry marks it ``searched`` (:func:`legal_values`), else its default;
+    value where the registry marks it ``searched`` (the registry's ``legal``), else its default;
     micro-batch sizes default to every divisor of b. The predicate is
     ``target`` (``"t_epoch_s <= 10"``) and/or ``beats`` (a rival strategy), searched over
     ``range`` (default: the machine's value / 64 to x 64) on a ``grid`` of values.

@@ -2,17 +2,18 @@
 
 For one strategy at a GPU count: its p, b, p2 and S and its own axes
 (data+tensor+pipeline's tp, pp, recompute, zero, ...), every legal value of
-an own axis unless the question lists them (:func:`legal_values`), a fixed
-global batch split into samples per replica and micro-batches
-(:func:`batch_split`), configurations where it does not split kept and marked
-(limit ``batch``). :class:`Candidates` holds them as one float64 matrix, which
-co-design vmaps its evaluator over.
+an own axis unless the question lists them (the registry's ``legal``), a fixed
+global batch split into samples per replica and micro-batches by the
+configuration request's one completion (:func:`sweep.inputs.configs.complete`),
+configurations where it does not split kept and marked (limit ``batch``).
+:class:`Candidates` holds them as one float64 matrix, which co-design vmaps
+its evaluator over.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from kernels import Config
 from kernels.strategies import registry
 from sweep.errors import InputError
-from sweep.inputs.configs import Bound, batch_from, default_p2, defaults, p2_fits
+from sweep.inputs.configs import Bound, Request, complete, default_p2, p2_fits
 
 
 class Question(Protocol):
@@ -52,99 +53,96 @@ class Candidates(NamedTuple):
     columns: tuple[str, ...]
 
 
-def batch_split(
-    global_batch: int, p: int, group: int, micro_batch: int | None
-) -> tuple[int, int | None, bool]:
-    """``(b, S, divides)`` of a fixed global batch, by the rule the engine and ``estimate`` use
-    (:func:`sweep.inputs.configs.batch_from`): ``b = B / p1`` samples per replica with
-    ``p1 = p / group`` replicas, ``S = b / micro_batch`` micro-batches (None without a micro-batch
-    size). ``divides`` is false where p1, b or S is not a whole number (the row is infeasible,
-    ``batch``); b and S are then rounded down, at least 1, so that the row still evaluates."""
-    p1 = p // group if group >= 1 else 0
-    b, _, fits = batch_from(max(p1, 1), None, None, global_batch, micro_batch)
-    ok = bool(fits) and p1 >= 1 and p1 * group == p
-    whole_b = max(int(b), 1)
-    return whole_b, None if micro_batch is None else max(whole_b // micro_batch, 1), ok
-
-
-def legal_values(bound: Bound, strategy: str, p: int) -> dict[str, tuple[int, ...]]:
-    """Every legal value of a strategy's own axes for the model and p (co-design's default lists):
-    tp dividing the attention heads and p, pp up to the transformer blocks (the layers of a model
-    without attention) with tp pp dividing p, every recomputation mode, ZeRO 0 and 1; the axes
-    the registry does not mark ``searched`` their default."""
-    entry = registry.entry(strategy)
-    heads = int(np.asarray(bound.net.transformer.heads))
-    attention = sum(1 for layer in bound.model.layers if layer.kind == "attention")
-    blocks = attention or int(np.asarray(bound.net.n_layers))
-    out: dict[str, tuple[int, ...]] = {}
-    for axis in entry.own:
-        if axis.name == "tp":
-            out["tp"] = tuple(t for t in range(1, min(heads, p) + 1) if heads % t == 0 and p % t == 0)
-        elif axis.name == "pp":
-            out["pp"] = tuple(range(1, min(blocks, p) + 1))  # tp pp | p is checked per pair
-        elif axis.searched and axis.choices:
-            out[axis.name] = tuple(range(len(axis.choices)))
-        elif axis.searched and axis.maximum is not None:
-            out[axis.name] = tuple(range(axis.minimum, axis.maximum + 1))
-        else:
-            out[axis.name] = (axis.default,)
-    return out
+def _refused(entry: registry.Strategy, net, p: int, values: dict, given: Container[str]) -> bool:
+    """Whether a combination of own values breaks a rule of the registry that reads only p and
+    own axes none of which the question lists (tp x pp not dividing p when both come from the
+    default lists): the default lists hold only combinations that can run. A listed value is
+    kept, for the kernel to mark infeasible."""
+    v = registry.values(entry, net, {"p": p, "b": 1, "S": 1, **values})
+    batch = {"b", "S", "micro_batch"}
+    return any(
+        bool(rule.broken(v))
+        for rule in entry.rules
+        if not batch & set(rule.params) and not any(x in given for x in rule.params)
+    )
 
 
 def candidates(bound: Bound, strategy: str, q: Question) -> Candidates:
-    """The configurations of one strategy at ``q.p``: hybrids keep p2 | p; a fixed global batch
-    gives each its b (and, with micro-batch sizes, its S) by :func:`batch_split`; a strategy's own
-    axes take ``q.own``'s lists, else :func:`legal_values` (where the pair tp, pp does not divide
-    p it is left out of the default lists)."""
+    """The configurations of one strategy at ``q.p``: each a :class:`~sweep.inputs.configs.Request`
+    completed by :func:`~sweep.inputs.configs.complete` (p2 and S defaults, b = B / p1 from a fixed
+    global batch, ``valid`` false where it does not split: b and S then rounded down, at least 1,
+    so that the row still evaluates); hybrids keep p2 | p; a strategy's own axes take ``q.own``'s
+    lists, else the registry's legal values (:meth:`~kernels.strategies.registry.Strategy.legal`;
+    a combination of them that breaks a rule, tp x pp not dividing p, is left out); data+tensor+pipeline's micro-batch sizes are
+    ``q.micro_batch``, else every divisor of b (S = b / size) unless ``q.S`` lists S."""
     entry = registry.entry(strategy)
     gpn = default_p2(bound.profile)
     p = q.p
     given = dict(q.own)
-    legal = legal_values(bound, strategy, p) if entry.own else {}
     names = tuple(a.name for a in entry.own)
-    lists = [given.get(n, legal.get(n, ())) for n in names]
+    lists = [given[n] if n in given else entry.legal(bound.net, p, n) for n in names]
     uses_S = entry.uses("S")
     p2s = (q.p2 or (None,)) if entry.uses("p2") else (None,)
     Ss = (q.S or (None,)) if uses_S and not q.micro_batch else (None,)
-    default_S = 1 if uses_S and not entry.S_is_p else p  # S = p where a strategy does not read it
+    batches = [(None, big) for big in q.B] if q.B else [(b, None) for b in q.b or ()]
     rows: dict[tuple, bool] = {}
     for own in itertools.product(*lists):
         values = dict(zip(names, own, strict=True))
-        if (
-            {"tp", "pp"} <= values.keys()
-            and not {"tp", "pp"} & given.keys()
-            and p % (values["tp"] * values["pp"])
-        ):
-            continue  # the default lists hold the pairs that divide p
-        for given_p2 in p2s:
-            p2, _ = defaults(p, given_p2, None, gpn)
+        if _refused(entry, bound.net, p, values, given):
+            continue
+        for given_p2, given_S, (b_given, big) in itertools.product(p2s, Ss, batches):
+            request = Request(strategy, p, b_given, given_p2, given_S, big, None, tuple(values.items()))
+            done = complete(request, gpn)
+            p2 = done.config[2]
             if entry.uses("p2") and not p2_fits(p, p2):
                 continue
-            group = entry.group(p, p2, values) if strategy != "serial" else p
-            for given_S in Ss:
-                S0 = default_S if given_S is None else given_S
-                if q.B:
-                    batches = [batch_split(big, p, group, None)[::2] for big in q.B]
-                else:
-                    batches = [(b, True) for b in q.b or ()]
-                for b, ok_b in batches:
-                    if not ok_b and not entry.own:
-                        continue  # a paper strategy's batch that does not split is left out
-                    if q.micro_batch and uses_S:
-                        sizes: Sequence[int | None] = q.micro_batch
-                    elif uses_S and entry.own and not q.S:
-                        sizes = [m for m in range(1, b + 1) if b % m == 0]  # every legal micro-batch
-                    else:
-                        sizes = [None]
-                    for mb in sizes:
-                        S = S0 if mb is None else max(b // mb, 1)
-                        ok = ok_b and (mb is None or b % mb == 0)
-                        key = (p, b, p2, S, *own)
-                        rows[key] = rows.get(key, False) or ok
+            b, ok_b = max(int(done.b), 1), big is None or bool(done.fits)
+            if not ok_b and not entry.own:
+                continue  # a paper strategy's batch that does not split is left out
+            if q.micro_batch and uses_S:
+                sizes: Sequence[int | None] = q.micro_batch
+            elif uses_S and entry.own and not q.S:
+                sizes = [m for m in range(1, b + 1) if b % m == 0]  # every legal micro-batch
+            else:
+                sizes = [None]
+            for mb in sizes:
+                S = done.config[3] if mb is None else max(b // mb, 1)
+                ok = ok_b and (mb is None or b % mb == 0)
+                key = (p, b, p2, S, *own)
+                rows[key] = rows.get(key, False) or ok
     keys = sorted(rows)
     columns = ("p", "b", "p2", "S", *names)
     array = np.asarray(keys, dtype=np.float64).reshape(-1, len(columns))
     return Candidates(array, np.asarray([rows[k] for k in keys], bool), columns)
+
+
+def broken_rows(bound: Bound, strategy: str, c: Candidates, machine=None) -> np.ndarray:
+    """The limit code of the first rule of the strategy's registry entry each candidate breaks
+    (:meth:`~kernels.strategies.registry.Strategy.limit`, on ``machine``: None, the rules
+    reading the machine hold), 0 where it breaks none."""
+    entry = registry.entry(strategy)
+    given = {name: c.rows[:, i] for i, name in enumerate(c.columns)}
+    codes = entry.limit(registry.values(entry, bound.net, given, machine))
+    return np.broadcast_to(np.asarray(codes, np.int64), c.valid.shape)
+
+
+def refuse_unanswerable(bound: Bound, strategy: str, c: Candidates, p: int, machine=None) -> None:
+    """An :class:`InputError` when no candidate of ``strategy`` can run because of a rule of its
+    registry entry (each breaks one, or has a global batch that does not split while the first
+    candidate breaks one): it names the rule of the first valid candidate (else the first) and
+    its parameters. Co-design's question has no answer at any value of its parameter."""
+    codes = broken_rows(bound, strategy, c, machine)
+    if not len(codes) or (c.valid & (codes == 0)).any():
+        return
+    i = int(np.argmax(c.valid)) if c.valid.any() else 0
+    found = registry.entry(strategy).broken(
+        bound.net, dict(zip(c.columns, c.rows[i].tolist(), strict=True)), machine
+    )
+    if found is not None:
+        raise InputError(
+            f"strategy {strategy} has no configuration at p = {p} that can run: {found.message}",
+            param=found.rule.params,
+        )
 
 
 def configurations(bound: Bound, strategy: str, q: Question) -> np.ndarray:
@@ -172,14 +170,14 @@ def check_lists(q: Question, strategies: Sequence[str]) -> None:
     for name, values in q.own:
         owners = [e for e in entries if any(a.name == name for a in e.own)]
         if not owners:
-            raise InputError(f"--{name.replace('_', '-')}: no strategy of the question has this axis")
+            raise InputError(f"{name}: no strategy of the question has this axis", param=name)
         for v in values:
             try:
                 owners[0].axis(name).code(v)
             except ValueError as err:
-                raise InputError(f"--{name.replace('_', '-')}: {err}") from None
+                raise InputError(str(err), param=name) from None
     if q.micro_batch and q.S:
-        raise InputError("give --S or --micro-batch, not both")
+        raise InputError("give S or micro_batch, not both", param=("S", "micro_batch"))
 
 
 def codes(name: str, values) -> tuple[int, ...]:
@@ -189,8 +187,8 @@ def codes(name: str, values) -> tuple[int, ...]:
     axis = registry.OWN_AXES[name]
     items = [values] if isinstance(values, int | str) else list(values)
     if not items:
-        raise InputError(f"--{name.replace('_', '-')} is empty")
+        raise InputError(f"{name} is empty", param=name)
     try:
         return tuple(axis.code(v) for v in items)
     except ValueError as err:
-        raise InputError(f"--{name.replace('_', '-')}: {err}") from None
+        raise InputError(str(err), param=name) from None

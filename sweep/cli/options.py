@@ -105,7 +105,7 @@ def configuration_options(fn):
         "micro_batch",
         type=int,
         default=None,
-        help="Samples per micro-batch: S = b / micro-batch.",
+        help="Samples per micro-batch: S = b / micro-batch [1 for data+tensor+pipeline, Megatron-LM's].",
     )(fn)
     fn = click.option(
         "--global-batch",

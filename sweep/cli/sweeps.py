@@ -31,7 +31,11 @@ from sweep.cli.options import configuration_options, handle_errors, parse_set
 )
 @click.option("--p2", "p2", type=int, default=None, help="GPUs per group of the hybrids [gpus_per_node].")
 @click.option(
-    "--S", "S", type=int, default=None, help="Micro-batches [p for pipeline, 1 for data+tensor+pipeline]."
+    "--S",
+    "S",
+    type=int,
+    default=None,
+    help="Micro-batches [p for pipeline; b / --micro-batch for data+tensor+pipeline].",
 )
 @configuration_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
@@ -41,7 +45,9 @@ def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json,
     """Every output column for one configuration (docs/output-format.md#columns), in float64.
 
     The options after --S are the strategies' settings (the strategy registry, docs/model.md §2);
-    one a strategy does not use draws a warning.
+    one a strategy does not use draws a warning. A configuration that cannot run (tp not dividing
+    the heads, tp x pp not dividing p, a global batch the replicas x micro-batch do not divide,
+    fp8 on a GPU without an FP8 rate, --vp above 1 at --pp 1) is an error naming the rule.
 
     \b
     Example:

@@ -23,15 +23,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
-from kernels.names import BATCH
+from kernels.names import BATCH, DATASET, MEMORY, OK
 from kernels.strategies.registry import REGISTRY
 from kernels.terms import scale_terms
-from sweep.inputs.configs import NO_OWN, Bound, Overheads, Own, frozen_overheads, resolve
+from sweep.errors import InputError
+from sweep.inputs.configs import NO_OWN, Bound, Overheads, Own, Request, Resolved, frozen_overheads, resolve
 from sweep.inputs.machines import override
 from sweep.output.store import LIMIT_REASON, NULL_WHERE_NAN, choices_of, column_name, limit_reason
 
 #: Integer-valued configuration fields of :class:`kernels.Cost`, in output order.
 CONFIG_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S", "iterations")
+#: Those a row always writes as whole numbers (rounded where a configuration breaks a rule).
+WHOLE_FIELDS: tuple[str, ...] = ("p", "p1", "p2", "b", "B", "S")
 #: Their output columns (``B`` is ``global_batch``: :data:`sweep.output.store.FIELD_COLUMNS`).
 CONFIG_COLUMNS: tuple[str, ...] = tuple(column_name(f) for f in CONFIG_FIELDS)
 #: Float result columns, in output order (docs/output-format.md#columns).
@@ -172,7 +175,7 @@ def config(*values, dtype=np.float64) -> Config:
 
 def estimate(
     bound: Bound,
-    strategy: str,
+    strategy: str | Request,
     p: int | None = None,
     b: int | None = None,
     p2: int | None = None,
@@ -182,27 +185,76 @@ def estimate(
     micro_batch: int | None = None,
     own: Mapping[str, object] | None = None,
     warn: bool = True,
+    refuse: bool = False,
 ) -> dict:
     """All output columns of one configuration (docs/output-format.md#columns).
 
-    The configuration is checked and completed by :func:`sweep.inputs.configs.resolve`
-    (``own``: the strategy's own axes by name, e.g. data+tensor+pipeline's ``tp``, docs/model.md
-    §16); a global batch that p1 does not divide, or a micro-batch that does not divide b, is
-    infeasible with limit ``batch``, as in a sweep. Evaluated in float64 when JAX's x64 mode is on
-    (the CLI turns it on for ``sweep estimate``), else in float32.
+    ``strategy`` is a :class:`~sweep.inputs.configs.Request`, or a strategy's name with the
+    request's values as the other arguments (``own``: the strategy's own axes by name, e.g.
+    data+tensor+pipeline's ``tp``, docs/model.md §16). The request is checked and completed by
+    :func:`sweep.inputs.configs.resolve`. A configuration that breaks a rule of its strategy's
+    registry entry, or whose global batch or micro-batch does not divide, is with ``refuse`` an
+    :class:`InputError` naming the rule and the parameters (:func:`refusal`), else a row that is
+    infeasible with the rule's limit reason, as in a sweep. Evaluated in float64 when JAX's x64
+    mode is on (the CLI turns it on for ``sweep estimate``), else in float32.
     """
     profile = bound.profile
-    config = resolve(
-        profile, strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own, warn=warn
+    request = (
+        strategy
+        if isinstance(strategy, Request)
+        else Request.of(strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own)
     )
+    config = resolve(profile, request, warn=warn)
+    strategy = request.strategy
+    if refuse:
+        refusal(bound, request, config)
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     ev, inputs = Evaluator.of(bound, strategy, dtype=dtype)
     # one compile costs less than dispatching every term eagerly
     cost, derived = jitted(ev)(inputs, Config(*(jnp.asarray(v, dtype) for v in config.config)))
-    if not config.fits:  # the batch as the user set it does not divide: infeasible, batch
-        cost = cost._replace(limit=jnp.asarray(BATCH, cost.limit.dtype))
-        derived = derived._replace(feasible=jnp.asarray(False))
+    cost, derived = batch_fit(cost, derived, config.fits)
     return row_dict(bound, strategy, cost, derived, profile.overrides, config.own)
+
+
+def refusal(bound: Bound, request: Request, config: Resolved) -> None:
+    """An :class:`InputError` when a resolved configuration cannot run on ``bound``: the first
+    rule of its strategy's registry entry it breaks (:meth:`Strategy.broken`, on the machine
+    with its overrides), its message and parameters; or a global batch (a micro-batch) that
+    the data-parallel replicas times the micro-batch (b) does not divide (``batch``)."""
+    entry = REGISTRY[request.strategy]
+    p, b, _, S, *own = config.config
+    machine = bound.profile.pytree(np.float64)
+    machine = override(machine, bound.profile.override_values(np.float64))
+    found = entry.broken(
+        bound.net, {"p": p, "b": b, "S": S, **dict(zip(Own._fields, own, strict=True))}, machine
+    )
+    batch_rule = found is not None and bool({"b", "S", "micro_batch"} & set(found.rule.params))
+    if not config.fits and (found is None or batch_rule):
+        micro = request.micro_batch or (entry.micro_batch if request.S is None else None)
+        if request.global_batch is not None:
+            what = f"{config.p1} data-parallel replicas" + (f" x micro_batch {micro}" if micro else "")
+            raise InputError(
+                f"{request.strategy}: global_batch {request.global_batch} is not a multiple of the {what} (batch)",
+                param=("global_batch", "micro_batch") if micro else "global_batch",
+            )
+        raise InputError(
+            f"{request.strategy}: micro_batch {micro} does not divide b {request.b} (batch)",
+            param=("micro_batch", "b"),
+        )
+    if found is not None:
+        raise InputError(f"{request.strategy}: {found.message}", param=found.rule.params)
+
+
+def batch_fit(cost: Cost, derived: Derived, fits) -> tuple[Cost, Derived]:
+    """An evaluation whose batch as the user set it does not divide (``fits`` false: a global
+    batch p1 does not divide, a micro-batch b does not) made infeasible with limit ``batch``,
+    unless it already breaks a rule of its strategy (a reason named before ``batch``:
+    ``heads``, ``divides``, ...). Scalars or (traced) arrays."""
+    if fits is True:
+        return cost, derived
+    result = (cost.limit == OK) | (cost.limit == MEMORY) | (cost.limit == DATASET)
+    limit = jnp.where(fits | ~result, cost.limit, BATCH).astype(cost.limit.dtype)
+    return cost._replace(limit=limit), derived._replace(feasible=derived.feasible & fits)
 
 
 def row_dict(
@@ -218,9 +270,15 @@ def row_dict(
     row: dict = {"model": bound.model.name, "machine": bound.profile.name, "strategy": strategy}
     for field, name in zip(CONFIG_FIELDS, CONFIG_COLUMNS, strict=True):
         value = float(getattr(cost, field))
-        row[name] = round(value) if math.isfinite(value) and value == round(value) else value
+        # whole numbers, as a sweep writes them: a configuration that breaks a rule has a
+        # fractional p1 (p / group), b or global batch, shown rounded beside its limit reason
+        whole = field in WHOLE_FIELDS or value == round(value)
+        row[name] = round(value) if math.isfinite(value) and whole else value
     # a categorical axis as its name (recompute = "full")
-    row.update((a.name, a.label(getattr(own, a.name))) for a in REGISTRY[strategy].own)
+    entry = REGISTRY[strategy]
+    row.update((a.name, a.label(getattr(own, a.name))) for a in entry.own)
+    if entry.micro_batch is not None:  # samples per micro-batch, as a sweep's column
+        row["micro_batch"] = round(float(cost.b) / float(cost.S))
     for name in SCALAR_PARAMS:
         if name in overrides:
             choices = choices_of(name)  # a categorical setting (memory_model) as its name

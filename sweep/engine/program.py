@@ -32,12 +32,10 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from kernels import Config
-from kernels.names import BATCH
-from kernels.strategies.registry import OWN_AXES
 from sweep.engine import compiled as traced
 from sweep.engine import index
 from sweep.engine.devices import AXIS, device_mesh, local_devices
-from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, Evaluator, Inputs
+from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, Evaluator, Inputs, batch_fit
 from sweep.engine.filters import (
     compact_indices,
     floor_div,
@@ -50,18 +48,8 @@ from sweep.engine.filters import (
     top_k_candidates,
 )
 from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
-from sweep.inputs.configs import (
-    NO_OWN,
-    batch_from,
-    default_S,
-    defaults,
-    frozen_overheads,
-    p2_fits,
-    replicas,
-    uses,
-)
+from sweep.inputs.configs import NO_OWN, Request, complete, frozen_overheads, p2_fits, uses
 from sweep.inputs.grid import CONFIG_AXES, Job
-from sweep.inputs.machines import override
 from sweep.reduce.keep import Keep
 
 #: Largest job a reduction evaluates whole and reduces on the host (:func:`prepare`). Without
@@ -122,40 +110,28 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     """``one(net, machine, at) -> (floats, ints, limit, fits)``: every column of one
     configuration of ``job``; ``at`` maps each axis to (value, digit)."""
     machine_axes = job.machine_axes
-    ev = Evaluator(job.strategy, machine_axes, overheads=frozen_overheads(job.bound.profile))
+    fixed = job.bound.profile.override_values(dtype, skip=machine_axes)
+    ev = Evaluator(job.strategy, machine_axes, tuple(fixed), frozen_overheads(job.bound.profile))
     hybrid = uses(job.strategy, "p2")
-    # the batch as users set it (docs/model.md §2): b from the global batch, S from the micro-batch
-    by_global = "global_batch" in job.axes
-    by_micro = "micro_batch" in job.axes and uses(job.strategy, "micro_batch")
-    fixed = job.bound.profile.override_values(dtype)
+    # the request's axes: the job's shared axes and batch as users set it (a micro-batch where
+    # the strategy has micro-batches)
+    names = ("p", "b", "p2", "S", "global_batch", "micro_batch")
+    given = [k for k in names if k in job.axes and (k != "micro_batch" or uses(job.strategy, k))]
 
     def one(net, machine, at):
-        machine = override(machine, fixed)
         swept = tuple(at[k][0].astype(dtype) for k in machine_axes)
-        m_eff = override(machine, dict(zip(machine_axes, swept, strict=True)))
-        p = at["p"][0].astype(dtype) if "p" in at else jnp.asarray(1, dtype)
-        b = at["b"][0].astype(dtype) if "b" in at else None
-        given = {k: at[k][0].astype(dtype) if k in at else None for k in ("p2", "S")}
-        if given["S"] is None:  # the strategy's default: p (pipeline; others ignore S) or 1
-            given["S"] = jnp.asarray(default_S(job.strategy, p), dtype)
-        p2, s = defaults(p, given["p2"], given["S"], m_eff.gpus_per_node.astype(dtype))
-        own = tuple(
-            at[k][0].astype(dtype) if k in at else jnp.asarray(d, dtype) for k, d in NO_OWN._asdict().items()
-        )
-        fits_batch = None
-        if by_global or by_micro:
-            p1 = replicas(job.strategy, p, p2, dict(zip(OWN_AXES, own, strict=True)))
-            b, s, fits_batch = batch_from(
-                p1,
-                b,
-                s,
-                at["global_batch"][0].astype(dtype) if by_global else None,
-                at["micro_batch"][0].astype(dtype) if by_micro else None,
-            )
-        cost, derived = ev(Inputs(net, machine, ()), Config(p, b, p2, s, *own), swept)
-        if fits_batch is not None:  # a global batch p1 does not divide, a micro-batch b: infeasible, batch
-            cost = cost._replace(limit=jnp.where(fits_batch, cost.limit, BATCH).astype(cost.limit.dtype))
-            derived = derived._replace(feasible=derived.feasible & fits_batch)
+        # the profile's overrides and the swept values, applied once
+        machine = ev.machine(Inputs(net, machine, tuple(fixed.values())), swept)
+        value = {k: at[k][0].astype(dtype) for k in given}
+        value.setdefault("p", jnp.asarray(1, dtype))
+        own = {
+            k: at[k][0].astype(dtype) if k in at else jnp.asarray(d, dtype)
+            for k, d in NO_OWN._asdict().items()
+        }
+        request = Request.of(job.strategy, **value, own=own)
+        config = complete(request, machine.gpus_per_node.astype(dtype))
+        cost, derived = ev.on(net, machine, Config(*config.config))
+        cost, derived = batch_fit(cost, derived, config.fits)
         # Materialise the terms once: without the barrier XLA's CPU fusion recomputes
         # shared subexpressions for every output column, several times slower.
         cost, derived = jax.lax.optimization_barrier((cost, derived))
@@ -163,13 +139,20 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         floats = tuple(jnp.asarray(merged[c], dtype) for c in RESULT_COLUMNS)
         ints = (
             tuple(jnp.round(merged[c]).astype(jnp.int32) for c in CONFIG_FIELDS)
-            + tuple(own[list(OWN_AXES).index(c)].astype(jnp.int32) for c in job.extra_columns)
+            + tuple(_extra(c, own, cost).astype(jnp.int32) for c in job.extra_columns)
             + tuple(at[k][1] for k in machine_axes)
         )
+        p, p2 = config.config[0], config.config[2]
         fits = p2_fits(p, p2) if hybrid else jnp.ones((), bool)
         return floats, ints, cost.limit.astype(jnp.int8), fits
 
     return one
+
+
+def _extra(column: str, own: dict, cost):
+    """An extra configuration column's value: an own axis, or ``micro_batch`` = b / S (the
+    samples per micro-batch of the row's b and S, rounded as they are)."""
+    return own[column] if column in own else jnp.round(cost.b / cost.S)
 
 
 def build_chunk_fn(job: Job, chunk: int, keep: Keep, dtype, devices=None):

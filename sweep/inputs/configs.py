@@ -2,9 +2,10 @@
 (:mod:`kernels.strategies.registry`): which axes a strategy uses (:func:`uses`), a value a user
 gave checked (:func:`whole`, :func:`own_record`), the defaults of p2 and S (:func:`defaults`),
 whether a hybrid's p2 fits p (:func:`p2_fits`), the batch as users set it (:func:`batch_from`),
-the columns a strategy writes (:func:`own_values`), a configuration a user gave checked and
-completed (:func:`resolve`), a row that cannot exist (:func:`impossible`), and a model bound to a
-machine profile (:class:`Bound`)."""
+the columns a strategy writes (:func:`own_values`), the one configuration request
+(:class:`Request`: checked by :meth:`Request.checked`, completed by :func:`complete` on ints or
+traced arrays, both by :func:`resolve`), a row that cannot exist (:func:`impossible`, the
+registry's rules), and a model bound to a machine profile (:class:`Bound`)."""
 
 from __future__ import annotations
 
@@ -214,7 +215,7 @@ class Resolved(NamedTuple):
     p2: int
     S: int | float
     p1: int
-    B: int
+    B: int | float
     own: Own = NO_OWN
     fits: bool = True
     config: tuple = ()
@@ -229,9 +230,117 @@ def own_values(strategy: str, p: int, b, p2: int, S, own: Own = NO_OWN) -> Resol
     return Resolved(p, b, group, S if entry.uses("S") else 1, p1, b * p1, own)
 
 
+class Request(NamedTuple):
+    """One configuration as a person asks for it (docs/model.md §2): the strategy, the shared axes
+    ``p``, ``b``, ``p2``, ``S``, the batch as users set it (``global_batch``, ``micro_batch``) and
+    the strategy's own axes by name (``own``: name-value pairs). None is not given (the default).
+
+    The values are what a person gave (:meth:`checked` checks them) or, inside a sweep's
+    program, traced arrays; :func:`complete` derives the rest on either, :func:`resolve` does both.
+    """
+
+    strategy: str
+    p: Any = None
+    b: Any = None
+    p2: Any = None
+    S: Any = None
+    global_batch: Any = None
+    micro_batch: Any = None
+    own: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        strategy: str,
+        p: Any = None,
+        b: Any = None,
+        p2: Any = None,
+        S: Any = None,
+        *,
+        global_batch: Any = None,
+        micro_batch: Any = None,
+        own: Mapping[str, Any] | None = None,
+    ) -> Request:
+        """A request from keywords, ``own`` a mapping of the own axes by name."""
+        return cls(strategy, p, b, p2, S, global_batch, micro_batch, tuple((own or {}).items()))
+
+    def shared(self) -> dict[str, Any]:
+        """The shared axes and the batch as users set it, by name (None: not given)."""
+        return {k: getattr(self, k) for k in ("p", "b", "p2", "S", "global_batch", "micro_batch")}
+
+    def checked(self, warn: bool = True) -> Request:
+        """The request checked against its strategy's registry entry (docs/model.md §2): every
+        value a whole number >= 1 (:func:`whole`); serial takes p = 1 only (its default); ``b``
+        or ``global_batch`` given, not both, and ``S`` or ``micro_batch`` at most one of them;
+        each own axis a value of its :class:`~kernels.strategies.registry.Axis`. These are
+        :class:`InputError` s naming the parameter. A value the strategy does not use (``p2``
+        but on a hybrid, ``S`` or ``micro_batch`` but on pipeline and data+tensor+pipeline, an
+        own axis of another strategy's) is dropped, with a warning unless ``warn`` is false, as
+        is sequence parallelism at tp 1 (nothing to split). Own axes come back as codes."""
+        strategy = check_strategy(self.strategy)
+        entry = REGISTRY[strategy]
+        checked = {k: None if v is None else whole(k, v) for k, v in self.shared().items()}
+        if checked["b"] is not None and checked["global_batch"] is not None:
+            raise InputError("give b or global_batch, not both", param=("b", "global_batch"))
+        if checked["b"] is None and checked["global_batch"] is None:
+            raise InputError("give b (samples per replica) or global_batch", param=("b", "global_batch"))
+        if checked["S"] is not None and checked["micro_batch"] is not None:
+            raise InputError("give S or micro_batch, not both", param=("S", "micro_batch"))
+        if checked["p"] is None:
+            if entry.uses("p"):
+                raise InputError("p (the number of GPUs) is required", param="p")
+            checked["p"] = 1
+        if not entry.uses("p") and checked["p"] != 1:
+            raise InputError(f"{strategy} runs on one GPU: p must be 1, got {checked['p']}", param="p")
+        for name in ("p2", "S", "micro_batch"):
+            if checked[name] is not None and not uses(strategy, name):
+                if warn:
+                    ignored(strategy, name, checked[name])
+                checked[name] = None
+        given = dict(self.own)
+        record = own_record(strategy, given, warn=warn)
+        own = tuple((k, getattr(record, k)) for k in given if given[k] is not None and entry.uses(k))
+        named = record._asdict()
+        if warn and entry.uses("sp") and named["sp"] > 0 and named["tp"] == 1:
+            warnings.warn(
+                InputWarning("sp 1 is ignored at tp 1: sequence parallelism splits over tp", param="sp"),
+                stacklevel=2,
+            )
+        c = checked
+        return Request(strategy, c["p"], c["b"], c["p2"], c["S"], c["global_batch"], c["micro_batch"], own)
+
+
+def complete(request: Request, gpus_per_node) -> Resolved:
+    """The configuration a request names, its defaults filled in and the batch rule applied
+    (docs/model.md §2), on ints or (traced) arrays, unchecked: p2 = gpus_per_node and S = p
+    (:func:`defaults`; S = 1 for a strategy that reads S but does not default it to p), or S
+    from the micro-batch (the strategy's default micro-batch, :attr:`Strategy.micro_batch`,
+    where neither S nor a micro-batch is given: data+tensor+pipeline's 1, Megatron-LM's); own
+    axes not given at their defaults; then b and S from the global batch and micro-batch
+    (:func:`batch_from`), ``fits`` false where they are not whole. ``config`` is what the
+    kernel takes: (p, b, p2, S, own axes)."""
+    strategy = request.strategy
+    entry = REGISTRY[strategy]
+    p = 1 if request.p is None else request.p
+    own = Own(**dict(request.own))
+    micro = request.micro_batch
+    if micro is None and request.S is None:
+        micro = entry.micro_batch
+    S0 = default_S(strategy, p) if request.S is None else request.S
+    p2, S = defaults(p, request.p2, S0, gpus_per_node)
+    b, fits = request.b, True
+    if request.global_batch is not None or micro is not None:
+        p1 = replicas(strategy, p, p2, own._asdict())
+        b, S, fits = batch_from(p1, b, S, request.global_batch, micro)
+    written = own_values(strategy, p, b, p2, S, own)
+    if request.global_batch is not None:
+        written = written._replace(B=request.global_batch)
+    return written._replace(fits=fits, config=(p, b, p2, S, *own))
+
+
 def resolve(
     profile: MachineProfile,
-    strategy: str,
+    request: Request | str,
     p: int | None = None,
     b: int | None = None,
     p2: int | None = None,
@@ -242,88 +351,40 @@ def resolve(
     own: Mapping[str, Any] | None = None,
     warn: bool = True,
 ) -> Resolved:
-    """Check one configuration a user gave against its strategy's registry entry, fill in its
-    defaults and derive its fit (docs/model.md §2).
-
-    Every value must be a whole number >= 1 (:func:`whole`); serial takes p = 1 only (and
-    p defaults to 1 for it); a hybrid's p2 must divide p (:func:`p2_fits`); ``b`` or
-    ``global_batch`` is given, not both, and ``S`` or ``micro_batch`` at most one of them.
-    These are :class:`InputError` s naming the parameter. A value the strategy does not use
-    (``p2`` but on a hybrid, ``S`` or ``micro_batch`` but on pipeline and
-    data+tensor+pipeline, an own axis of another strategy's) is ignored, with a warning
-    unless ``warn`` is false. A global batch that p1 does not divide, or a micro-batch that
-    does not divide b, is no error: the result's ``fits`` is false, and the row infeasible
-    (limit ``batch``), as in a sweep.
-    """
-    check_strategy(strategy)
-    entry = REGISTRY[strategy]
-    given = {"p": p, "b": b, "p2": p2, "S": S, "global_batch": global_batch, "micro_batch": micro_batch}
-    checked = {k: None if v is None else whole(k, v) for k, v in given.items()}
-    if checked["b"] is not None and checked["global_batch"] is not None:
-        raise InputError("give b or global_batch, not both", param=("b", "global_batch"))
-    if checked["b"] is None and checked["global_batch"] is None:
-        raise InputError("give b (samples per replica) or global_batch", param=("b", "global_batch"))
-    if checked["S"] is not None and checked["micro_batch"] is not None:
-        raise InputError("give S or micro_batch, not both", param=("S", "micro_batch"))
-    if checked["p"] is None:
-        if entry.uses("p"):
-            raise InputError("p (the number of GPUs) is required", param="p")
-        checked["p"] = 1
-    p = 1 if checked["p"] is None else checked["p"]
-    if not entry.uses("p") and p != 1:
-        raise InputError(f"{strategy} runs on one GPU: p must be 1, got {p}", param="p")
-    for name in ("p2", "S", "micro_batch"):
-        if checked[name] is not None and not uses(strategy, name):
-            if warn:
-                ignored(strategy, name, checked[name])
-            checked[name] = None
-    record = own_record(strategy, own or {}, warn=warn)
-    p2, S = defaults(
-        p,
-        checked["p2"],
-        default_S(strategy, p) if checked["S"] is None else checked["S"],
-        default_p2(profile),
-    )
-    if uses(strategy, "p2") and not p2_fits(p, p2):
-        raise InputError(
-            f"p2 {p2} must divide p {p}: {strategy} runs p/p2 groups of p2 GPUs", param=("p2", "p")
+    """One configuration a user gave, checked (:meth:`Request.checked`) and completed on
+    ``profile`` (:func:`complete`); hybrids' p2 must divide p (:func:`p2_fits`, an
+    :class:`InputError`). ``request`` is a :class:`Request`, or a strategy's name with the
+    request's values as the other arguments. A global batch that p1 does not divide, or a
+    micro-batch that does not divide b, is no error here: the result's ``fits`` is false (the
+    row infeasible, limit ``batch``, in a sweep; an error in ``sweep estimate``)."""
+    if not isinstance(request, Request):
+        request = Request.of(
+            request, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own
         )
-    p1 = replicas(strategy, p, p2, record._asdict())
-    b, S, fits = batch_from(p1, checked["b"], S, checked["global_batch"], checked["micro_batch"])
-    b, S = (int(v) if v == int(v) else v for v in (b, S))
-    written = own_values(strategy, p, b, p2, S, record)
-    if checked["global_batch"] is not None:
-        written = written._replace(B=checked["global_batch"])
-    return written._replace(fits=bool(fits), config=(p, b, p2, S, *record))
+    request = request.checked(warn)
+    out = complete(request, default_p2(profile))
+    strategy = request.strategy
+    if uses(strategy, "p2") and not p2_fits(out.p, out.config[2]):
+        raise InputError(
+            f"p2 {out.config[2]} must divide p {out.p}: {strategy} runs p/p2 groups of p2 GPUs",
+            param=("p2", "p"),
+        )
+    whole_b, whole_S, whole_B = (int(v) if v == int(v) else v for v in (out.b, out.config[3], out.B))
+    return out._replace(
+        b=whole_b,
+        S=whole_S if uses(strategy, "S") else out.S,
+        B=whole_B,
+        fits=bool(out.fits),
+        config=(out.p, whole_b, out.config[2], whole_S, *out.config[4:]),
+    )
 
 
 def impossible(strategy: str, net, p: int, b: int, S: int, own: Own) -> str | None:
     """Why a configuration cannot exist on model ``net`` (:class:`kernels.network.Net`), or None:
-    its replica group (registry ``group``: tp x pp) does not divide p, tp does not divide the
-    heads, pp exceeds the blocks, pp x vp chunks do not divide them or pp does not divide S
-    when interleaved (the kernel's own tests, docs/model.md §16), or S does not divide b. A sweep keeps such rows as infeasible; a measured row of one is skipped."""
-    entry = REGISTRY[strategy]
-    named = own._asdict()
-    if entry.uses("tp") or entry.uses("pp"):
-        group = entry.group(p, 1, named)
-        if p % group:
-            return f"tp x pp = {group} does not divide p = {p}"
-    if entry.uses("tp"):
-        heads = int(np.asarray(net.transformer.heads))
-        if heads % named["tp"]:
-            return f"tp = {named['tp']} does not divide the model's {heads} attention heads"
-    stages = int(np.asarray(net.n_stages))  # a GPT's transformer blocks (whole blocks per stage)
-    if entry.uses("pp") and named["pp"] > stages:
-        return f"pp = {named['pp']} is more than the model's {stages} pipeline stages (its blocks)"
-    if entry.uses("vp") and named["vp"] > 1:
-        chunks = named["pp"] * named["vp"]
-        if stages % chunks:
-            return f"pp x vp = {chunks} model chunks do not divide the model's {stages} blocks"
-        if S % named["pp"]:
-            return f"the interleaved schedule needs pp = {named['pp']} to divide S = {S}"
-    if entry.uses("S") and b % S:
-        return f"S = {S} micro-batches do not divide b = {b}"
-    return None
+    the first rule of its strategy's registry entry it breaks
+    (:meth:`kernels.strategies.registry.Strategy.check`). A sweep keeps such rows as
+    infeasible; a measured row of one is skipped."""
+    return REGISTRY[strategy].check(net, {"p": p, "b": b, "S": S, **own._asdict()})
 
 
 #: A profile's overheads, hashable for compile caches: ((strategy, ((term, value), ...)), ...).
@@ -333,19 +394,3 @@ Overheads = tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
 def frozen_overheads(profile: MachineProfile) -> Overheads:
     """A profile's overheads table as a hashable tuple, for the compile caches."""
     return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in profile.overheads.items()))
-
-
-def resolve_config(
-    profile: MachineProfile,
-    strategy: str,
-    p: int,
-    b: int,
-    p2: int | None,
-    S: int | None,
-    *,
-    warn: bool = True,
-) -> tuple[int, int]:
-    """:func:`resolve`'s checks, then ``(p2, S)`` as the kernels take them: as given, else the
-    defaults (:func:`defaults`). A strategy that ignores p2 or S computes the same with any."""
-    resolve(profile, strategy, p, b, p2, S, warn=warn)
-    return defaults(p, p2, default_S(strategy, p) if S is None else S, default_p2(profile))

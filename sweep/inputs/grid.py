@@ -309,7 +309,7 @@ class Job:
     strategy: str
     axes: dict[str, np.ndarray]  # outermost first
     #: configuration columns beyond the paper's: the own axes of the plan's strategies (registry
-    #: order), in every job of the plan
+    #: order), then ``micro_batch`` (b / S) where one of them has a micro-batch, in every job of the plan
     extra_columns: tuple[str, ...] = ()
     size: int = field(init=False)
 
@@ -351,6 +351,8 @@ def plan(spec: SweepSpec) -> Plan:
         machines[profile.name] = profile
     jobs: list[Job] = []
     extra = tuple(a for a in OWN_AXES if any(REGISTRY[s].uses(a) for s in spec.strategies))
+    # samples per micro-batch, b / S: a column where a strategy defaults it (data+tensor+pipeline)
+    extra += ("micro_batch",) * any(REGISTRY[s].micro_batch is not None for s in spec.strategies)
     for model in models.values():
         for profile in machines.values():
             bound = Bound.of(model, profile)

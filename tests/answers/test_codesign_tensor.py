@@ -11,11 +11,11 @@ import pytest
 
 from sweep import api
 from sweep.answers.codesign import Question
-from sweep.answers.splits import batch_split, candidates
+from sweep.answers.splits import candidates
 from sweep.engine import backend
 from sweep.engine.evaluate import estimate
 from sweep.errors import InputError
-from sweep.inputs.configs import Bound
+from sweep.inputs.configs import Bound, Request, complete
 from sweep.inputs.machines import load_machine
 from sweep.inputs.models import load_model
 
@@ -79,11 +79,19 @@ def test_default_lists_are_every_legal_split():
     assert got == set(_legal())
 
 
-def test_batch_split_marks_what_does_not_divide():
-    assert batch_split(1536, 1024, 8 * 16, 1) == (192, 192, True)  # 8 replicas of 192, 192 micro-batches
-    assert batch_split(1536, 1024, 8 * 16, 5)[2] is False  # 5 does not divide 192
-    assert batch_split(1536, 1024, 1, None)[2] is False  # 1,536 over 1,024 replicas
-    assert batch_split(1536, 1024, 3, None)[2] is False  # 3 does not divide 1,024
+def test_the_batch_split_marks_what_does_not_divide():
+    """A fixed global batch through the request's one completion (what candidates read): b = B / p1,
+    S = b / micro_batch, ``fits`` false where either is not whole."""
+
+    def split(p, tp, pp, micro):
+        own = {"tp": tp, "pp": pp}
+        r = complete(Request.of("data+tensor+pipeline", p, global_batch=1536, micro_batch=micro, own=own), 8)
+        return r.b, r.config[3], bool(r.fits)
+
+    assert split(1024, 8, 16, 1) == (192, 192, True)  # 8 replicas of 192, 192 micro-batches
+    assert split(1024, 8, 16, 5)[2] is False  # 5 does not divide 192
+    assert split(1024, 1, 1, None)[2] is False  # 1,536 over 1,024 replicas
+    assert split(1024, 3, 1, None)[2] is False  # 1,536 over 1,024 // 3 = 341 replicas
 
 
 def test_threshold_and_best_split_agree_with_brute_force():
@@ -110,10 +118,11 @@ def test_given_lists_restrict_the_choice_and_bad_values_are_refused():
     )  # fmt: skip
     [row] = a.best
     assert (row["tp"], row["pp"], row["micro_batch"], row["recompute"], row["zero"]) == (2, 2, 1, "full", 0)
-    with pytest.raises(InputError, match="--recompute"):
+    with pytest.raises(InputError, match="recompute") as err:
         api.codesign(
             MODEL, MACHINE, "data+tensor+pipeline", PARAM, p=P, B=B, recompute="most", target="t_iter_s <= 1"
         )
+    assert err.value.param == ("recompute",) and "--" not in str(err.value)
     with pytest.raises(InputError, match="no configuration"):
         api.codesign(
             MODEL,
@@ -127,8 +136,22 @@ def test_given_lists_restrict_the_choice_and_bad_values_are_refused():
             pp=1,
             target="t_iter_s <= 1",
         )
-    with pytest.raises(InputError, match="--tp: no strategy"):
+    with pytest.raises(InputError, match="tp: no strategy") as err:
         api.codesign(MODEL, MACHINE, "data", PARAM, p=P, B=B, tp=2, target="t_iter_s <= 1")
+    assert err.value.param == ("tp",)
+
+
+def test_a_question_no_configuration_can_answer_is_refused():
+    """Issue 38, defect 3: fp8 on an A100 (no FP8 rate) runs no configuration at any value of the
+    parameter: an InputError naming the rule and the parameter, not an infeasible "best"."""
+    with pytest.raises(InputError, match=r"\(precision\)$") as err:
+        api.codesign(
+            MODEL, MACHINE, "data+tensor+pipeline", PARAM, p=P, B=B, precision="fp8", target="t_iter_s <= 1e9"
+        )
+    assert err.value.param == ("precision",)
+    # tp 3 divides neither the 8 heads nor p = 16: the first rule broken is named
+    with pytest.raises(InputError, match=r"\(heads\)$"):
+        api.codesign(MODEL, MACHINE, "data+tensor+pipeline", PARAM, p=P, B=B, tp=3, target="t_iter_s <= 1e9")
 
 
 def test_cli_lists_and_the_B_alias():

@@ -302,6 +302,36 @@ def test_estimate_bad_input_is_one_line_exit_2(runner, tmp_path, case):
     assert_one_line_error(invoke(runner, "estimate", *args, "--json"), *needles)
 
 
+GPT3 = ("--model", "gpt3-175b", "--strategy", "data+tensor+pipeline", "--global-batch", "1536")
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        # GPT-3 175B has 96 heads
+        (("--p", "1024", "--tp", "5"), ("--tp 5 does not divide the model's 96 attention heads", "(heads)")),
+        (
+            ("--p", "1000", "--tp", "8", "--pp", "16"),
+            ("--tp x --pp = 128 does not divide --p 1000", "(divides)"),
+        ),
+        (
+            ("--p", "1024", "--tp", "8", "--pp", "16", "--precision", "fp8"),
+            ("--precision fp8", "(precision)"),
+        ),
+        # 1,536 over 1024 / (8 x 16) = 8 replicas is 192 per replica: micro-batches of 5 do not divide it
+        (
+            ("--p", "1024", "--tp", "8", "--pp", "16", "--micro-batch", "5"),
+            ("--global-batch 1536", "(batch)"),
+        ),
+        (("--p", "1024", "--tp", "8", "--vp", "2"), ("--vp 2 needs --pp > 1", "(schedule)")),
+    ],
+)
+def test_estimate_refuses_a_configuration_that_cannot_run(runner, args, needles):
+    """Issue 38, defects 3 and 7: the newcomer's impossible configurations on selene (an A100, no
+    FP8 rate) are one-line errors, exit 2, naming the rule and the parameter, not rows."""
+    assert_one_line_error(invoke(runner, "estimate", *GPT3, "--machine", "selene", *args), *needles)
+
+
 def test_console_script_usage_error_is_one_line():
     """click's own usage errors (a missing option, a non-integer) also end in one line, exit 2."""
     proc = sweep_subprocess(*ESTIMATE, "--p", "many", "--b", "32", console_script=True)

@@ -32,9 +32,10 @@ def test_tensor_sweep_rows(tmp_path):
     data = [r for r in rows if r["strategy"] == "data"]
     assert len(tensor) == 2 * 2 * 3 * 3 * 2 * 3 * 2 and len(data) == 4
     assert all((r["tp"], r["pp"], r["recompute"], r["zero"]) == (1, 1, "none", 0) for r in data)
-    # misfits are rows, infeasible: S = 3 divides no b here; tp = 8 does not divide 4 heads
-    assert all(r["limit_reason"] == "batch" for r in tensor if r["S"] == 3)
-    assert all(r["limit_reason"] == "max_p" for r in tensor if r["tp"] == 8 and r["S"] != 3)
+    # misfits are rows, infeasible, named by the registry rule they break, the first in its order:
+    # tp = 8 does not divide 4 heads (heads); S = 3 divides no b here (batch)
+    assert all(r["limit_reason"] == "heads" for r in tensor if r["tp"] == 8)
+    assert all(r["limit_reason"] == "batch" for r in tensor if r["S"] == 3 and r["tp"] != 8)
     row = next(
         r
         for r in tensor
@@ -88,6 +89,28 @@ def test_categorical_settings_are_names(tmp_path):
     assert (one["recompute"], one["memory_model"]) == ("full", "paradl")
 
 
+def test_micro_batch_is_a_column(tmp_path):
+    """Issue 38, defect 6: every data+tensor+pipeline row has micro_batch = b / S (a spec's S axis
+    here), --where and --columns read it, and estimate and the default micro-batch (1: S = b)
+    agree with it; the impossible rows' b, p1 and global batch are whole numbers."""
+    from sweep.answers.query import open_sweep
+
+    spec = {**SPEC, "axes": {**SPEC["axes"], "S": [1, 4], "tp": [1, 2, 3]}}
+    api.run(spec, tmp_path / "m", x64=True)
+    sw = open_sweep(tmp_path / "m")
+    rows = [r for r in sw.to_table().to_pylist() if r["strategy"] == "data+tensor+pipeline"]
+    assert rows and all(r["micro_batch"] == r["b"] // r["S"] for r in rows)
+    ones = sw.to_table("micro_batch == 1", columns=["b", "S", "micro_batch"]).to_pylist()
+    assert ones and all(r["b"] == r["S"] for r in ones)
+    assert len(ones) == sum(1 for r in rows if r["b"] == r["S"])
+    # tp = 3 does not divide the 4 heads (nor p = 4 or 8): rows named by the rule, whole numbers
+    bad = [r for r in rows if r["tp"] == 3]
+    assert bad and all(r["limit_reason"] == "heads" for r in bad)
+    assert all(isinstance(r[c], int) for r in bad for c in ("b", "p1", "global_batch"))
+    one = api.estimate(SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, pp=2)
+    assert (one["S"], one["micro_batch"]) == (8, 1)
+
+
 def test_tensor_sweep_keep_top(tmp_path):
     api.run(SPEC, tmp_path / "top", keep="top:3:t_epoch_s")
     rows = ds.dataset(tmp_path / "top").to_table().to_pylist()
@@ -119,7 +142,7 @@ def test_sensitivity_of_tensor_rows(tmp_path):
         target="t_epoch_s <= 1", grid=16,
     )  # fmt: skip
     assert {"tp", "pp", "recompute", "zero"} <= a.best[0].keys()
-    with pytest.raises(InputError, match="--tp: no strategy"):
+    with pytest.raises(InputError, match=r"^tp: no strategy"):
         api.codesign(
             SPEC["model"], "a100-ib800", "data", param="efficiency", p=8, b=8, tp=2, target="t_epoch_s <= 1"
         )
@@ -201,7 +224,7 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
     """estimate hands vp, sp and precision to the kernel in its Config (the kernel ignores them
     until the transformer physics reads them): a stand-in kernel writes them into a column."""
     from kernels.strategies import megatron
-    from sweep.engine import evaluate
+    from sweep.engine import backend, evaluate
 
     real = megatron.data_tensor_pipeline
 
@@ -212,10 +235,15 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
     monkeypatch.setitem(evaluate.STRATEGIES, "data+tensor+pipeline", spy)
     evaluate.jitted.cache_clear()  # an evaluator compiled by an earlier test holds the real kernel
     try:
-        row = api.estimate(
-            SPEC["model"], "a100-ib800", "data+tensor+pipeline", p=8, b=8, tp=2, vp=2, sp=1, precision="fp8"
-        )
+        # vp 2 at pp 1 and fp8 on an A100 break rules: sweep.estimate refuses them, the engine's
+        # estimate writes the (infeasible) row
+        own = {"tp": 2, "vp": 2, "sp": 1, "precision": "fp8"}
+        with backend.computation(x64=True):
+            row = evaluate.estimate(
+                api.bind(SPEC["model"], "a100-ib800"), "data+tensor+pipeline", 8, 8, own=own
+            )
     finally:
         evaluate.jitted.cache_clear()
     assert row["t_halo_s"] == 2 + 10 * 1 + 100 * 1 + 1000 * 2
     assert (row["vp"], row["sp"], row["precision"]) == (2, 1, "fp8")
+    assert row["limit_reason"] == "schedule"

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from kernels.strategies.registry import OWN_AXES, REGISTRY
+from kernels.strategies.registry import values as registry_values
 from kernels.terms import Config
 from sweep.cli.main import cli
 from sweep.cli.options import flag, flagged
@@ -123,27 +125,73 @@ def test_the_cli_writes_flags_for_parameters():
 
 
 def test_rows_that_cannot_exist():
+    """The registry's rules of data+tensor+pipeline on a GPT of 4 heads and 2 blocks, each message
+    naming its limit reason (docs/model.md §2)."""
     net = Bound.of(load_model(GPT), load_machine("a100-ib800")).net
     own = NO_OWN._replace
     s = "data+tensor+pipeline"
     assert impossible(s, net, 8, 8, 1, own(tp=2, pp=2)) is None
-    assert impossible(s, net, 6, 8, 1, own(tp=2, pp=2)) == "tp x pp = 4 does not divide p = 6"
-    assert impossible(s, net, 24, 8, 1, own(tp=3)) == "tp = 3 does not divide the model's 4 attention heads"
-    assert "pp = 64 is more than the model's" in impossible(s, net, 64, 8, 1, own(pp=64))
+    assert impossible(s, net, 6, 8, 1, own(tp=2, pp=2)) == "tp x pp = 4 does not divide p 6 (divides)"
+    assert (
+        impossible(s, net, 24, 8, 1, own(tp=3))
+        == "tp 3 does not divide the model's 4 attention heads (heads)"
+    )
+    assert impossible(s, net, 64, 8, 1, own(pp=64)) == "pp 64 is more than the model's 2 blocks (max_p)"
     # issue 34, defect 6: stages are whole blocks, so 2 blocks allow pp <= 2 (not one per layer entry)
     assert impossible(s, net, 2, 8, 2, own(pp=2)) is None
-    assert (
-        impossible(s, net, 3, 9, 3, own(pp=3))
-        == "pp = 3 is more than the model's 2 pipeline stages (its blocks)"
-    )
+    assert impossible(s, net, 3, 9, 3, own(pp=3)) == "pp 3 is more than the model's 2 blocks (max_p)"
     # interleaving: pp x vp chunks of whole blocks (2 x 2 = 4 > 2 blocks), and pp must divide S
     assert (
         impossible(s, net, 2, 8, 2, own(pp=2, vp=2))
-        == "pp x vp = 4 model chunks do not divide the model's 2 blocks"
+        == "pp x vp = 4 model chunks do not divide the model's 2 blocks (max_p)"
     )
-    assert impossible(s, net, 1, 8, 1, own(pp=1, vp=2)) is None
-    assert impossible(s, net, 8, 8, 3, NO_OWN) == "S = 3 micro-batches do not divide b = 8"
+    # issue 38, defect 7: vp > 1 without pipeline stages is refused (Megatron-LM refuses it)
+    assert impossible(s, net, 1, 8, 1, own(pp=1, vp=2)).endswith("(schedule)")
+    assert impossible(s, net, 8, 8, 3, NO_OWN) == "S 3 micro-batches do not divide b 8 (batch)"
     assert impossible("data", net, 6, 8, 1, NO_OWN) is None  # data has no tp, pp nor S
+
+
+def test_the_precision_rule_reads_the_machine():
+    """fp8 on a GPU without an FP8 rate breaks the precision rule; without a machine it holds."""
+    bound = Bound.of(load_model(GPT), load_machine("a100-ib800"))
+    entry = REGISTRY["data+tensor+pipeline"]
+    cfg = {"p": 8, "b": 8, "S": 1, "tp": 2, "precision": 1}
+    assert float(bound.profile.value("gpu_flops_fp8")) == 0  # an A100: no FP8 rate
+    machine = bound.profile.pytree(np.float64)
+    assert entry.check(bound.net, cfg, machine) == (
+        "precision fp8 needs a GPU with an FP8 rate (the machine's gpu_flops_fp8 is 0) (precision)"
+    )
+    assert entry.broken(bound.net, cfg, machine).rule.params == ("precision",)
+    assert entry.check(bound.net, cfg) is None
+
+
+def test_legal_values_of_an_axis():
+    """legal(net, p, axis): tp dividing the 4 heads and p; pp up to the 2 blocks and dividing p;
+    every recomputation mode; an axis not searched (vp) its default."""
+    net = Bound.of(load_model(GPT), load_machine("a100-ib800")).net
+    entry = REGISTRY["data+tensor+pipeline"]
+    assert entry.legal(net, 8, "tp") == (1, 2, 4)
+    assert entry.legal(net, 6, "tp") == (1, 2)
+    assert entry.legal(net, 8, "pp") == (1, 2)
+    assert entry.legal(net, 3, "pp") == (1,)
+    assert entry.legal(net, 8, "recompute") == (0, 1, 2)
+    assert entry.legal(net, 8, "zero") == (0, 1)
+    assert entry.legal(net, 8, "vp") == (1,)
+
+
+def test_the_kernel_and_check_share_the_rules():
+    """The kernel's limit code is the first broken rule's (registry ``limit`` on arrays), the
+    one :meth:`check` names on scalars."""
+    from kernels.names import LIMITS
+
+    entry = REGISTRY["data+tensor+pipeline"]
+    net = Bound.of(load_model(GPT), load_machine("a100-ib800")).net
+    v = registry_values(
+        entry,
+        net,
+        {"p": np.array([8, 6, 24, 8]), "b": 8, "S": np.array([1, 1, 1, 3]), "tp": np.array([2, 4, 3, 1])},
+    )
+    assert [LIMITS[c] for c in entry.limit(v)] == ["", "divides", "heads", "batch"]
 
 
 def test_measured_rows_that_cannot_exist_are_skipped(tmp_path):
@@ -160,12 +208,12 @@ def test_measured_rows_that_cannot_exist_are_skipped(tmp_path):
     meas = read_measurements(path)
     assert len(meas.runs) == 1 and meas.runs[0].line == 6
     assert [s.line for s in meas.skipped] == [2, 3, 4, 5]
-    assert meas.messages()[0] == f"{path}:2: no such configuration: tp x pp = 4 does not divide p = 6"
+    assert meas.messages()[0] == f"{path}:2: no such configuration: tp x pp = 4 does not divide p 6 (divides)"
     path.write_text(head + bad)
     with pytest.raises(InputError) as err:
         read_measurements(path)
     text = str(err.value)
-    assert "no usable rows (4 skipped)" in text and "line 5: no such configuration: S = 3" in text
+    assert "no usable rows (4 skipped)" in text and "line 5: no such configuration: S 3" in text
 
 
 def test_measured_rows_read_every_own_axis(tmp_path):

@@ -73,11 +73,12 @@ def test_spec_axes_of_data_tensor_pipeline():
     assert list(data.axes) == ["p", "b"]
     assert list(tensor.axes) == ["p", "b", "S", "tp", "pp", "recompute", "zero"]
     assert list(tensor.axes["recompute"]) == [0, 2]
-    # every own axis of the registry entry, swept or not
+    # every own axis of the registry entry, swept or not, then the samples per micro-batch
+    # (issue 38, defect 6: a column of every data+tensor+pipeline row)
     assert (
         data.extra_columns
         == tensor.extra_columns
-        == ("tp", "pp", "recompute", "zero", "vp", "sp", "precision")
+        == ("tp", "pp", "recompute", "zero", "vp", "sp", "precision", "micro_batch")
     )
 
 

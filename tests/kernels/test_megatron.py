@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import kernels
 from kernels.machine import Machine
-from kernels.names import BATCH, KINDS, MAX_P, MEMORY_MODELS, OK
+from kernels.names import BATCH, DIVIDES, HEADS, KINDS, MAX_P, MEMORY_MODELS, OK, PRECISION
 from sweep.inputs.layers import to_arrays
 from sweep.inputs.transformers import gpt
 
@@ -255,8 +255,8 @@ def test_dp_tp_1_is_pipeline(kind, pp, S, k, gpn):
 @pytest.mark.parametrize(
     ("p", "b", "S", "tp", "pp", "reason"),
     [
-        (6, 4, 2, 4, 1, MAX_P),  # tp * pp = 4 does not divide p = 6
-        (8, 4, 2, 8, 1, MAX_P),  # tp = 8 does not divide the 4 heads
+        (6, 4, 2, 4, 1, DIVIDES),  # tp * pp = 4 does not divide p = 6
+        (8, 4, 2, 8, 1, HEADS),  # tp = 8 does not divide the 4 heads
         (8, 4, 3, 2, 2, BATCH),  # S = 3 does not divide b = 4
         (8, 4, 4, 2, 2, OK),
         (8, 4, 4, 1, 8, MAX_P),  # pp = 8 exceeds the 4 blocks (40 layer entries)
@@ -372,13 +372,13 @@ def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
     """precision = fp8 on a GPU of 2,000 FP8 FLOP/s (twice its 16-bit 1,000): the worked example's
     linear layers (qkv 576, proj 192, up 768, down 768, out 384 training FLOPs per sample, all
     split: 2,688 / 2 = 1,344 at tp = 2) take half as long: 8 * 0.672 s less; an 8-bit copy of
-    each of the 140 weights, 140 bytes more. Without an FP8 peak: max_p."""
+    each of the 140 weights, 140 bytes more. Without an FP8 peak: the registry's precision rule."""
     c16 = TENSOR(tiny(), machine(gpu_flops_fp8=2e3), cfg(4, 4, 2, tp=2))
     c8 = TENSOR(tiny(), machine(gpu_flops_fp8=2e3), cfg(4, 4, 2, tp=2)._replace(precision=f64(1)))
     assert float(c16.t_comp_s) - float(c8.t_comp_s) == pytest.approx(8 * 0.672, rel=1e-12)
     assert float(c8.mem_bytes) - float(c16.mem_bytes) == pytest.approx(140, rel=1e-12)
     none = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2)._replace(precision=f64(1)))
-    assert int(none.limit) == MAX_P
+    assert int(none.limit) == PRECISION
 
 
 def test_overlapped_gradient_allreduce():
@@ -387,3 +387,30 @@ def test_overlapped_gradient_allreduce():
     exposed; the tp allreduces stay (2 * 2 * 0.204)."""
     c = TENSOR(tiny(), machine(overlap_grad_reduce=1.0), cfg(4, 4, 2, tp=2))
     assert float(c.t_allreduce_s) == pytest.approx(2 * 2 * 0.204, rel=1e-12)
+
+
+def test_the_kernel_names_the_rule_check_names():
+    """The kernel's limit code is the first broken rule of the registry entry, the rule
+    ``check`` names for one configuration (docs/model.md §2): every (p, b, S, tp, pp, vp) of a
+    small grid on the 4-block, 4-head GPT, on a GPU without an FP8 rate for fp8."""
+    import itertools
+
+    from kernels.names import LIMITS
+    from kernels.strategies.registry import entry
+
+    tensor = entry("data+tensor+pipeline")
+    m = machine()
+    grid = itertools.product((4, 6, 8), (4, 6), (1, 2, 3), (1, 2, 3), (1, 2, 8), (1, 2), (0, 1))
+    named = set()
+    for p, b, s, tp, pp, vp, prec in grid:
+        c = cfg7(p, b, s, tp, pp, vp=vp)._replace(precision=f64(prec))
+        found = tensor.broken(
+            FOUR, {"p": p, "b": b, "S": s, "tp": tp, "pp": pp, "vp": vp, "precision": prec}, m
+        )
+        code = int(TENSOR(FOUR, m, c).limit)
+        if found is None:
+            assert LIMITS[code] in ("", "memory", "dataset"), (p, b, s, tp, pp, vp, prec, LIMITS[code])
+        else:
+            assert LIMITS[code] == found.rule.reason, (p, b, s, tp, pp, vp, prec, found.message)
+            named.add(found.rule.reason)
+    assert named == {"heads", "divides", "max_p", "schedule", "batch", "precision"}
