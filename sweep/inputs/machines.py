@@ -19,7 +19,7 @@ import grids
 from kernels import SCALAR_PARAMS, STRATEGIES, Machine, with_params
 from kernels.machine import INTER_PARAMS, KIND_EFFICIENCY_PARAMS, inter_levels
 from kernels.names import PARAMS
-from kernels.params import CHOICE, FAMILIES, SWITCH, WHOLE
+from kernels.params import CHOICE, CONTINUOUS, FAMILIES, SWITCH, WHOLE
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.inputs.models import read_toml
@@ -37,6 +37,11 @@ OPTIONAL_KEYS: dict[str, float] = {
 }
 #: Top-level choices a file always has, written back by name (``allreduce_algo``, ``memory_model``).
 CORE_CHOICES: tuple[str, ...] = tuple(n for n, p in PARAMS.items() if p.core and p.kind == CHOICE)
+
+#: Parameters that must be > 0 (their records' bounds).
+POSITIVE: frozenset[str] = frozenset(
+    n for n, p in PARAMS.items() if p.kind in (CONTINUOUS, WHOLE) and p.bounds_text() == "> 0"
+)
 
 #: Plausible magnitudes in SI units: name -> (lowest, highest, unit). A value outside draws a
 #: warning, not an error: it is most likely given in another unit (100 meaning 100 GB/s).
@@ -150,8 +155,8 @@ class MachineProfile:
     compute_scale: dict[str, float] = field(default_factory=dict)
     #: what ``sweep calibrate`` fitted, for prediction intervals (``[calibration]``), or None
     posterior: Posterior | None = None
-    #: the parameters the file gives, itself or through its ``base``; the others take their
-    #: record's default (:func:`check_family` refuses a model whose family needs one unstated)
+    #: the optional parameters (:data:`OPTIONAL_KEYS`) the file gives, itself or through its
+    #: ``base``; the others take their record's default (:func:`check_family` refuses a model whose family needs one unstated)
     stated: frozenset[str] = frozenset()
 
     @property
@@ -342,7 +347,7 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         inter_bandwidth_Bps=tuple(bws),
         description=str(doc.get("description", "")),
         source=origin,
-        stated=frozenset(n for n in PARAMS if n in doc or (n.startswith(("intra_", "inter_")))),
+        stated=frozenset(n for n in OPTIONAL_KEYS if n in doc),
     )
 
 
