@@ -61,6 +61,17 @@ class Param:
         return self.kind == CONTINUOUS
 
     @property
+    def fixed_why(self) -> str:
+        """Why co-design and sensitivity leave it alone (``""`` for a continuous parameter)."""
+        if self.kind == WHOLE:
+            return "integer-valued"
+        if self.kind == SWITCH:
+            return "a switch (0 or 1)"
+        if self.kind == CHOICE:
+            return f"a choice ({', '.join(self.choices)})"
+        return ""
+
+    @property
     def values(self) -> tuple[float, ...] | None:
         """The values a sweep over it may take: a switch's 0 and 1, a choice's codes; None
         for a number (any value within the bounds, a whole number for a whole number)."""
