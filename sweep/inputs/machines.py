@@ -291,10 +291,6 @@ def _with_base(doc: dict, origin: str, seen: tuple[str, ...] = ()) -> dict:
         return doc
     if not isinstance(base, str) or not base:
         raise InputError("must be a machine name or a .toml path", where(origin, key="base"))
-    if base in (*seen, origin):
-        raise InputError(
-            f"profiles inherit in a circle: {' -> '.join((*seen, origin, base))}", where(origin, key="base")
-        )
     if base in builtin_names():
         path, base_origin = grids.MACHINES / f"{base}.toml", base
     else:
@@ -304,6 +300,9 @@ def _with_base(doc: dict, origin: str, seen: tuple[str, ...] = ()) -> dict:
             raise InputError(
                 f"no machine '{base}': not a built-in nor a .toml file", where(origin, key="base")
             )
+    if base_origin in (*seen, origin):
+        chain = " -> ".join((*seen, origin, base_origin))
+        raise InputError(f"profiles inherit in a circle: {chain}", where(origin, key="base"))
     parent = _with_base(read_toml(path), base_origin, (*seen, origin))
     return {**{k: v for k, v in parent.items() if k in INHERITED}, **doc}
 
