@@ -9,9 +9,10 @@ and :mod:`sweep.inputs.machines` checks files and overrides by it. Pure Python: 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
+
+INF = float("inf")
 
 #: Kinds of parameter: a real number, a whole number, a 0/1 switch, a choice among names
 #: (the kernels see the name's index).
@@ -25,8 +26,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {"transformer": ("linear", "attention")}
 GPT = ("transformer",)
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """One machine parameter (docs/model.md §8). Values are SI; ``choices`` name a choice's codes."""
 
     name: str
@@ -36,7 +36,7 @@ class Param:
     default: float | None = None  # None: a machine file must give it
     low: float = 0.0  # the smallest legal value
     low_open: bool = True  # True: the value must be > low; False: >= low
-    high: float = math.inf  # the largest legal value (inclusive)
+    high: float = INF  # the largest legal value (inclusive)
     plausible: tuple[float, float] | None = None  # outside: a warning (another unit, most likely)
     choices: tuple[str, ...] = ()  # a choice's names, in code order
     file_key: str = ""  # where a machine file gives it, when not a top-level key of its name
@@ -50,7 +50,7 @@ class Param:
 
     @property
     def codes(self) -> dict[str, int]:
-        """A choice's names and the codes the kernels see; a switch's ``0`` and ``1``."""
+        """A choice's names and the codes the kernels see (empty for any other kind)."""
         return {c: i for i, c in enumerate(self.choices)}
 
     @property
@@ -88,13 +88,13 @@ class Param:
         if self.kind == CHOICE:
             return ", ".join(self.choices)
         low = f"{'>' if self.low_open else '>='} {self.low:g}"
-        if math.isinf(self.high):
+        if self.high == INF:
             return low
         return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
 
 
 _LINK_S = (0.0, 1.0)  # a latency over a second is most likely given in microseconds
-_BW = (1e6, math.inf)  # a bandwidth under 1 MB/s is most likely given in GB/s
+_BW = (1e6, INF)  # a bandwidth under 1 MB/s is most likely given in GB/s
 
 
 def _base() -> list[Param]:
@@ -105,7 +105,7 @@ def _base() -> list[Param]:
             CONTINUOUS,
             "peak (dense) FLOP rate of one GPU",
             core=True,
-            plausible=(1e9, math.inf),
+            plausible=(1e9, INF),
         ),
         Param(
             "efficiency",
