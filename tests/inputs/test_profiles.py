@@ -69,6 +69,12 @@ def test_check_param_follows_the_record(name, value, message):
         check_param(name, value, "f.toml")
 
 
+def test_a_sweep_tries_a_switch_at_0_and_1_and_a_choice_at_each_code():
+    assert PARAMS["scatter_gather"].values == (0.0, 1.0)
+    assert PARAMS["allreduce_algo"].values == (0.0, 1.0, 2.0, 3.0)
+    assert PARAMS["gpu_sms"].values is None and PARAMS["gpu_flops"].values is None  # any value in bounds
+
+
 def test_choices_take_a_name_or_its_code():
     assert check_param("attention", "flash", "f") == 1.0 == check_param("attention", 1, "f")
     assert check_param("allreduce_algo", "hierarchical", "f") == 3.0
