@@ -14,11 +14,16 @@ import numpy as np
 
 from kernels import collectives
 from kernels._types import Array
+from kernels.names import PARAMS
 from kernels.network import KINDS
+
+#: Each optional parameter's default, from its record (:mod:`kernels.params`).
+_DEFAULT: dict[str, float] = {n: p.default for n, p in PARAMS.items() if p.default is not None}
 
 
 class Machine(NamedTuple):
-    """Machine parameters, SI units (docs/model.md §8). Levels are arrays of length L."""
+    """Machine parameters, SI units (docs/model.md §8; each one's record: :data:`kernels.names.PARAMS`).
+    Levels are arrays of length L; the fields with a default are those a machine file may omit."""
 
     gpu_flops: Array
     efficiency: Array
@@ -40,25 +45,25 @@ class Machine(NamedTuple):
     inter_bandwidth_Bps: Array  # [L]
     #: seconds each operation a layer launches costs beyond its FLOPs (docs/model.md §16); 0 but in
     #: data+tensor+pipeline's profiles, and only that strategy reads it
-    op_latency_s: Array = 0.0
+    op_latency_s: Array = _DEFAULT["op_latency_s"]
     #: factor on the activation traffic of data+tensor+pipeline's memory-bound kernels (docs/model.md
     #: §16): 1 as counted, 0 (the default) none
-    eltwise_traffic: Array = 0.0
+    eltwise_traffic: Array = _DEFAULT["eltwise_traffic"]
     #: streaming multiprocessors a GEMM's tiles are spread over (docs/model.md §16); 0 (the default):
     #: every GEMM at gpu_flops*efficiency, no tile or wave quantization, no memory bound
-    gpu_sms: Array = 0.0
+    gpu_sms: Array = _DEFAULT["gpu_sms"]
     #: output tile of a GEMM's thread block, rows and columns (docs/model.md §16)
-    gemm_tile_m: Array = 128.0
-    gemm_tile_n: Array = 128.0
+    gemm_tile_m: Array = _DEFAULT["gemm_tile_m"]
+    gemm_tile_n: Array = _DEFAULT["gemm_tile_n"]
     #: 1: pipeline sends as Megatron's scatter/gather, 1/tp of the boundary per tensor-parallel rank
     #: and an all-gather inside the tp group; 0: the whole boundary from each rank (docs/model.md §16)
-    scatter_gather: Array = 1.0
+    scatter_gather: Array = _DEFAULT["scatter_gather"]
     #: a code of kernels.names.ATTENTIONS: 0 standard, 1 a fused (flash) attention (docs/model.md §16)
-    attention: Array = 0.0
+    attention: Array = _DEFAULT["attention"]
     #: dense FP8 peak FLOP/s, 0 for a GPU without one (docs/model.md §16)
-    gpu_flops_fp8: Array = 0.0
+    gpu_flops_fp8: Array = _DEFAULT["gpu_flops_fp8"]
     #: 1: the data-parallel gradient all-reduce overlapped with the backward pass (docs/model.md §16)
-    overlap_grad_reduce: Array = 0.0
+    overlap_grad_reduce: Array = _DEFAULT["overlap_grad_reduce"]
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

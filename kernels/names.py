@@ -2,6 +2,7 @@
 reasons of a configuration, the layer kinds and the machine's scalar parameters."""
 
 from kernels.kinds import TABLE as KIND_TABLE
+from kernels.params import CHOICE, Param, machine_params
 
 #: Reasons a configuration is infeasible: ``Cost.limit`` codes index this tuple (docs/model.md §11;
 #: column ``limit_reason``), 0 feasible. After the paper's four, the rules of the strategy
@@ -30,51 +31,25 @@ RESULT_LIMITS: tuple[int, ...] = (OK, MEMORY, DATASET)
 #: kind without loading JAX.
 KINDS: tuple[str, ...] = tuple(kind.name for kind in KIND_TABLE)
 
-#: Scalar parameters that a sweep axis, ``--set`` or calibration may change; the last ones,
-#: ``efficiency_<kind>``, are one per layer kind (docs/model.md §3).
-SCALAR_PARAMS: tuple[str, ...] = (
-    "gpu_flops",
-    "efficiency",
-    "gpu_mem_bytes",
-    "gpu_mem_bw_Bps",
-    "gpus_per_node",
-    "nics_per_node",
-    "bytes_per_element",
-    "wu_passes",
-    "intra_alpha_s",
-    "intra_bandwidth_Bps",
-    "inter_alpha_s",
-    "inter_bandwidth_Bps",
-    "allreduce_algo",
-    "memory_model",
-    "optimizer_states",
-    "mem_passes",
-    *(f"efficiency_{kind}" for kind in KINDS),
-    "op_latency_s",
-    "eltwise_traffic",
-    "gpu_sms",
-    "gemm_tile_m",
-    "gemm_tile_n",
-    "scatter_gather",
-    "attention",
-    "gpu_flops_fp8",
-    "overlap_grad_reduce",
-)
+#: Every machine parameter as a record (unit, kind, bounds, default, help; :mod:`kernels.params`),
+#: one ``efficiency_<kind>`` per layer kind of :data:`KINDS`.
+PARAMS: dict[str, Param] = machine_params(KINDS)
+
+#: Scalar parameters that a sweep axis, ``--set`` or calibration may change, in the kernels'
+#: order (docs/model.md §8): the names of :data:`PARAMS`.
+SCALAR_PARAMS: tuple[str, ...] = tuple(PARAMS)
 
 #: Memory models (docs/model.md §6), machine key ``memory_model``: the code the kernels see.
-MEMORY_MODELS: dict[str, int] = {"training": 0, "paradl": 1}
+MEMORY_MODELS: dict[str, int] = PARAMS["memory_model"].codes
 
 #: Attention implementations (docs/model.md §16), machine key ``attention``: the code the kernels see.
 #: A fused ("flash") attention keeps no ``a s^2`` scores for the backward pass.
-ATTENTIONS: dict[str, int] = {"standard": 0, "flash": 1}
+ATTENTIONS: dict[str, int] = PARAMS["attention"].codes
 
 #: The categorical machine settings: each one's names, in code order (the code the kernels see
 #: is the index). Sweep output writes a swept one's column as these names, as it writes a
 #: strategy's categorical axis (:attr:`kernels.strategies.registry.Axis.choices`). A new
-#: categorical setting is one entry here (docs/output-format.md#columns).
-MACHINE_CHOICES: dict[str, tuple[str, ...]] = {
-    "memory_model": tuple(sorted(MEMORY_MODELS, key=MEMORY_MODELS.__getitem__)),
-    # kernels.collectives.ALLREDUCE_ALGOS's codes (a test checks they agree)
-    "allreduce_algo": ("ring", "tree", "auto", "hierarchical"),
-    "attention": tuple(sorted(ATTENTIONS, key=ATTENTIONS.__getitem__)),
-}
+#: categorical setting is one record of kind ``choice`` in :mod:`kernels.params`
+#: (docs/output-format.md#columns); ``allreduce_algo``'s names are
+#: kernels.collectives.ALLREDUCE_ALGOS's codes (a test checks they agree).
+MACHINE_CHOICES: dict[str, tuple[str, ...]] = {n: p.choices for n, p in PARAMS.items() if p.kind == CHOICE}

@@ -43,8 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import SCALAR_PARAMS
-from kernels.names import BATCH
+from kernels.names import BATCH, PARAMS
 from kernels.strategies import registry
 from sweep.answers.splits import Candidates, candidates, check_lists, codes, refuse_unanswerable, row_config
 from sweep.answers.splits import configurations as configurations  # re-exported: codesign's rows
@@ -64,13 +63,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from sweep.inputs.layers import Model
     from sweep.inputs.machines import MachineProfile
 
-#: Parameters an inverse question cannot ask about, and why.
-NOT_CONTINUOUS = {
-    "gpus_per_node": "integer-valued",
-    "nics_per_node": "integer-valued",
-    "allreduce_algo": "a choice of algorithm",
-    "memory_model": "a choice of memory equation",
-}
+#: Parameters an inverse question cannot ask about, and why: every one that is not continuous
+#: (its record, :data:`kernels.names.PARAMS`): a whole number, a switch or a choice has no value
+#: between two of its values for the bisection to find; a sweep over its values compares them.
+NOT_CONTINUOUS: dict[str, str] = {n: p.fixed_why for n, p in PARAMS.items() if not p.varied}
 GRID = 4096
 #: The largest dense grid: a grid point holds every configuration's columns (2.6 GB at 1e8).
 MAX_GRID = 1 << 20
@@ -210,19 +206,27 @@ class Answer:
 
 
 def check_param(name: str) -> str:
-    """A machine parameter an inverse question can vary continuously."""
+    """A machine parameter an inverse question can vary continuously: its record's kind is
+    continuous. A whole number, a switch or a choice is refused, saying which it is."""
     if name in NOT_CONTINUOUS:
-        raise InputError(f"--param {name} is {NOT_CONTINUOUS[name]}: sweep it with 'sweep run' instead")
-    if name not in SCALAR_PARAMS:
-        known = ", ".join(k for k in SCALAR_PARAMS if k not in NOT_CONTINUOUS)
-        raise InputError(f"--param: unknown machine parameter '{name}' (known: {known})")
+        raise InputError(
+            f"param {name} is {NOT_CONTINUOUS[name]}: co-design varies a continuous parameter over a "
+            f"range; compare its values with 'sweep run' (an axis {name})",
+            param="param",
+        )
+    if name not in PARAMS:
+        known = ", ".join(k for k in PARAMS if k not in NOT_CONTINUOUS)
+        raise InputError(f"param: unknown machine parameter '{name}' (known: {known})", param="param")
     return name
 
 
 def _default_range(bound: Bound, param: str) -> tuple[float, float]:
+    """The machine's value / 64 to x 64; a fraction (bounded above: efficiency, efficiency_<kind>)
+    0.01 to its bound; 0 to 1 where the value is 0."""
     base = float(bound.profile.value(param))
-    if param == "efficiency":
-        return 0.01, 1.0
+    high = PARAMS[param].high
+    if math.isfinite(high):
+        return 0.01, high
     if base <= 0:
         return 0.0, 1.0
     return base / 64, base * 64
@@ -376,8 +380,8 @@ def _solve(bound: Bound, q: Question) -> Answer:
     hi = d_hi if q.hi is None else q.hi
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
         raise InputError(f"--range must satisfy 0 <= LO < HI, got {lo:g}:{hi:g}")
-    if q.param == "efficiency" and hi > 1:
-        raise InputError(f"--range: efficiency is at most 1, got {hi:g}")
+    if hi > PARAMS[q.param].high:
+        raise InputError(f"--range: {q.param} is at most {PARAMS[q.param].high:g}, got {hi:g}")
     log = lo > 0
     prob = _Problem(bound, q, log)
     cand = _candidates(bound, q, prob.all)

@@ -11,9 +11,9 @@ gradient taken at s = 0, in float64. ``inter_bandwidth_Bps`` scales every
 inter-node level together (with equal levels, as on the shipped machines,
 that is exactly the sweep axis); ``inter_alpha_s`` is the first level's
 latency with deeper levels keeping their extra latency over it, as the axis
-defines it. ``gpus_per_node`` and ``nics_per_node`` are integer-valued and
-``allreduce_algo`` and ``memory_model`` are choices, so they have no derivative
-and are left out (the output says so). ``gpu_mem_bytes`` and
+defines it. Whole numbers (``gpus_per_node``, ``gpu_sms`` ...), switches and choices
+(``allreduce_algo``, ``attention`` ...), as their records in :data:`kernels.names.PARAMS`
+say, have no derivative and are left out (the output says so). ``gpu_mem_bytes`` and
 ``optimizer_states`` only decide feasibility: their elasticity is 0. At a kink of the model (a NIC-sharing ``max``, the cheaper
 of two algorithms) the derivative is the one-sided value JAX picks.
 """
@@ -33,6 +33,7 @@ import pyarrow as pa
 from kernels import SCALAR_PARAMS, Config
 from kernels.machine import param_value
 from kernels.names import BATCH
+from kernels.names import PARAMS as PARAMS_BY_NAME
 from kernels.strategies import registry
 from sweep.engine import backend
 from sweep.engine.evaluate import Evaluator, Inputs, column
@@ -48,19 +49,9 @@ from sweep.inputs.configs import (
 from sweep.inputs.machines import override
 from sweep.output import store
 
-#: Parameters without a derivative, and why.
-SKIPPED = {
-    "gpus_per_node": "integer-valued",
-    "nics_per_node": "integer-valued",
-    "allreduce_algo": "a choice of algorithm",
-    "memory_model": "a choice of memory equation",
-    "gpu_sms": "integer-valued",
-    "gemm_tile_m": "integer-valued",
-    "gemm_tile_n": "integer-valued",
-    "scatter_gather": "a switch",
-    "overlap_grad_reduce": "a switch",
-    "attention": "a choice of attention",
-}
+#: Parameters without a derivative, and why: every one that is not continuous (its record,
+#: :data:`kernels.names.PARAMS`): a whole number, a switch, a choice.
+SKIPPED: dict[str, str] = {n: p.fixed_why for n, p in PARAMS_BY_NAME.items() if not p.varied}
 #: Parameters differentiated, in :data:`kernels.SCALAR_PARAMS` order.
 PARAMS: tuple[str, ...] = tuple(k for k in SCALAR_PARAMS if k not in SKIPPED)
 #: Result columns whose elasticity can be asked for.

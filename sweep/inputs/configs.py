@@ -22,7 +22,7 @@ from kernels.network import Net
 from kernels.strategies.registry import OWN_AXES, REGISTRY, SHARED_AXES
 from sweep.errors import InputError, InputWarning
 from sweep.inputs.layers import Model, bind
-from sweep.inputs.machines import INPUT_TERM, MachineProfile
+from sweep.inputs.machines import INPUT_TERM, MachineProfile, check_family
 
 #: The paper's strategies: a sweep spec without ``strategies`` runs these.
 PAPER_STRATEGIES: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.paper)
@@ -153,7 +153,9 @@ class Bound:
     @classmethod
     def of(cls, model: Model, profile: MachineProfile) -> Bound:
         """``model`` on ``profile``; a calibrated profile's compute scale and cost per input element
-        of this model applied (docs/trust.md, *Calibrated machine files*)."""
+        of this model applied (docs/trust.md, *Calibrated machine files*); a profile that does not
+        state what the model's family needs refused (:func:`~sweep.inputs.machines.check_family`)."""
+        check_family(profile, model.name, {layer.kind for layer in model.layers})
         net = bind(model, profile.measured_key, profile.ref_rate_flops)
         if model.name in profile.compute_scale:
             net = net._replace(t_measured_s=net.t_measured_s * profile.compute_scale[model.name])

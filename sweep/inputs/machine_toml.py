@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 import re
 
-from kernels import ALLREDUCE_ALGOS
-from kernels.names import MEMORY_MODELS
-from sweep.inputs.machines import OPTIONAL_KEYS, TOP_KEYS, MachineProfile, Posterior
+from kernels.names import PARAMS
+from kernels.params import CHOICE, SWITCH, WHOLE
+from sweep.inputs.machines import CORE_CHOICES, OPTIONAL_KEYS, TOP_KEYS, MachineProfile, Posterior
 
 
 def _toml_value(value) -> str:
@@ -22,6 +22,16 @@ def _toml_value(value) -> str:
         if float(text) == value:
             return text
     return repr(value)
+
+
+def _param_value(name: str, value: float) -> str:
+    """A parameter as its file writes it: a choice by name, a whole number or switch as an integer."""
+    record = PARAMS[name]
+    if record.kind == CHOICE:
+        return _toml_value(record.choices[int(value)])
+    if record.kind in (WHOLE, SWITCH) and value == int(value):
+        return _toml_value(int(value))
+    return _toml_value(value)
 
 
 def _toml_key(key: str) -> str:
@@ -42,16 +52,11 @@ def to_toml(profile: MachineProfile, comments: tuple[str, ...] = ()) -> str:
     if profile.sources:
         lines.append("sources = [" + ", ".join(_toml_value(x) for x in profile.sources) + "]")
     for key in TOP_KEYS:
-        value = profile.params[key]
-        whole = key in ("gpus_per_node", "nics_per_node")
-        lines.append(f"{key} = {_toml_value(int(value) if whole else value)}")
-    for key, default in OPTIONAL_KEYS.items():
-        if profile.params.get(key, default) != default:
-            lines.append(f"{key} = {_toml_value(profile.params[key])}")
-    algo = {code: name for name, code in ALLREDUCE_ALGOS.items()}[int(profile.params["allreduce_algo"])]
-    lines.append(f"allreduce_algo = {_toml_value(algo)}")
-    memory = {code: name for name, code in MEMORY_MODELS.items()}[int(profile.params["memory_model"])]
-    lines.append(f"memory_model = {_toml_value(memory)}")
+        lines.append(f"{key} = {_param_value(key, profile.params[key])}")
+    for key, default in OPTIONAL_KEYS.items():  # what the file stated, or what differs from the default
+        if key in profile.stated or profile.params.get(key, default) != default:
+            lines.append(f"{key} = {_param_value(key, profile.params[key])}")
+    lines += [f"{key} = {_param_value(key, profile.params[key])}" for key in CORE_CHOICES]
     lines += [
         "",
         "[intra]",

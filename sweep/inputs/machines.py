@@ -16,71 +16,37 @@ from pathlib import Path
 import numpy as np
 
 import grids
-from kernels import ALLREDUCE_ALGOS, SCALAR_PARAMS, STRATEGIES, Machine, with_params
+from kernels import SCALAR_PARAMS, STRATEGIES, Machine, with_params
 from kernels.machine import INTER_PARAMS, KIND_EFFICIENCY_PARAMS, inter_levels
-from kernels.names import ATTENTIONS, MEMORY_MODELS
+from kernels.names import PARAMS
+from kernels.params import CHOICE, CONTINUOUS, FAMILIES, SWITCH, WHOLE
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
 from sweep.errors import InputError, where
 from sweep.inputs.models import read_toml
 
-#: Top-level scalar keys of a machine file, with defaults (None = required).
+#: Top-level number keys a machine file always has (written back always), with defaults
+#: (None = required); from the parameter records (:data:`kernels.names.PARAMS`).
 TOP_KEYS: dict[str, float | None] = {
-    "gpu_flops": None,
-    "efficiency": 1.0,
-    "gpu_mem_bytes": None,
-    "gpu_mem_bw_Bps": None,
-    "gpus_per_node": None,
-    "nics_per_node": 1.0,
-    "bytes_per_element": 4.0,
-    "wu_passes": 3.0,
-    "optimizer_states": 1.0,
+    n: p.default for n, p in PARAMS.items() if p.core and not p.file_key and p.kind != CHOICE
 }
-#: Optional top-level keys written to a file only when they differ from these defaults: the
-#: per-kind roofline of docs/model.md §3 (``mem_passes = 0`` and every ``efficiency_<kind> = 1``
-#: is the paper's compute).
+#: Optional top-level keys, written to a file only when stated or different from these defaults:
+#: the per-kind roofline of docs/model.md §3 (``mem_passes = 0`` and every ``efficiency_<kind> = 1``
+#: is the paper's compute) and data+tensor+pipeline's parameters (§16).
 OPTIONAL_KEYS: dict[str, float] = {
-    "mem_passes": 0.0,
-    **dict.fromkeys(KIND_EFFICIENCY_PARAMS, 1.0),
-    # data+tensor+pipeline's launch and memory-bound costs (docs/model.md §16)
-    "op_latency_s": 0.0,
-    "eltwise_traffic": 0.0,
-    # data+tensor+pipeline's GEMMs by shape and pipeline sends (docs/model.md §16)
-    "gpu_sms": 0.0,
-    "gemm_tile_m": 128.0,
-    "gemm_tile_n": 128.0,
-    "scatter_gather": 1.0,
-    "attention": 0.0,
-    "gpu_flops_fp8": 0.0,
-    "overlap_grad_reduce": 0.0,
+    n: p.default for n, p in PARAMS.items() if not p.core and not p.file_key and p.default is not None
 }
-#: Parameters that must be > 0 (the rest: wu_passes, optimizer_states, mem_passes,
-#: op_latency_s, eltwise_traffic >= 0; efficiency in (0, 1]).
-POSITIVE = {
-    "gemm_tile_m",
-    "gemm_tile_n",
-    "gpu_flops",
-    "gpu_mem_bytes",
-    "gpu_mem_bw_Bps",
-    "gpus_per_node",
-    "nics_per_node",
-    "bytes_per_element",
-    "intra_alpha_s",
-    "intra_bandwidth_Bps",
-    "inter_alpha_s",
-    "inter_bandwidth_Bps",
-}
+#: Top-level choices a file always has, written back by name (``allreduce_algo``, ``memory_model``).
+CORE_CHOICES: tuple[str, ...] = tuple(n for n, p in PARAMS.items() if p.core and p.kind == CHOICE)
 
+#: Parameters that must be > 0 (their records' bounds).
+POSITIVE: frozenset[str] = frozenset(
+    n for n, p in PARAMS.items() if p.kind in (CONTINUOUS, WHOLE) and p.bounds_text() == "> 0"
+)
 
 #: Plausible magnitudes in SI units: name -> (lowest, highest, unit). A value outside draws a
 #: warning, not an error: it is most likely given in another unit (100 meaning 100 GB/s).
 PLAUSIBLE: dict[str, tuple[float, float, str]] = {
-    "gpu_flops": (1e9, math.inf, "FLOP/s"),
-    "gpu_mem_bw_Bps": (1e6, math.inf, "B/s"),
-    "intra_bandwidth_Bps": (1e6, math.inf, "B/s"),
-    "inter_bandwidth_Bps": (1e6, math.inf, "B/s"),
-    "intra_alpha_s": (0.0, 1.0, "s"),
-    "inter_alpha_s": (0.0, 1.0, "s"),
-    "op_latency_s": (0.0, 0.01, "s"),
+    n: (*p.plausible, p.unit) for n, p in PARAMS.items() if p.plausible is not None
 }
 
 
@@ -102,69 +68,51 @@ def warn_implausible(name: str, values, origin: str, key: str | None = None) -> 
     )
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def check_param(name: str, value, origin: str, key: str | None = None, warn: bool = True) -> float:
-    """Validate one scalar machine parameter; returns it as float (algorithm names to codes).
+    """Validate one scalar machine parameter by its record; returns it as float (a choice's
+    name as its code). A choice takes a name or its code; a switch 0 or 1; a number its
+    record's bounds, a whole number a whole one.
 
     ``key`` is the name to show in errors (the file's own key, e.g. ``intra.alpha_s``).
     An implausible magnitude draws a warning (:func:`warn_implausible`) unless ``warn`` is false.
     """
     key = key or name
-    if name not in SCALAR_PARAMS:
+    record = PARAMS.get(name)
+    if record is None:
         raise InputError(
             f"unknown machine parameter (known: {', '.join(SCALAR_PARAMS)})", where(origin, key=key)
         )
-    if name == "allreduce_algo":
-        if value in ALLREDUCE_ALGOS:
-            return float(ALLREDUCE_ALGOS[value])
-        if (
-            isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and value in ALLREDUCE_ALGOS.values()
-        ):
+    if record.kind == CHOICE:  # a name, or its code (a spec's [set] values arrive checked)
+        if isinstance(value, str) and value in record.codes:
+            return float(record.codes[value])
+        if _is_number(value) and value in record.codes.values():
             return float(value)
-        raise InputError(f"must be one of {', '.join(ALLREDUCE_ALGOS)}", where(origin, key=key))
-    if name == "attention":
-        if value in ATTENTIONS:
-            return float(ATTENTIONS[value])
-        if isinstance(value, int | float) and not isinstance(value, bool) and value in ATTENTIONS.values():
-            return float(value)
-        raise InputError(f"must be one of {', '.join(ATTENTIONS)}", where(origin, key=key))
-    if name == "memory_model":  # a name, or its code (a spec's [set] values arrive checked)
-        if value in MEMORY_MODELS:
-            return float(MEMORY_MODELS[value])
-        if isinstance(value, int | float) and not isinstance(value, bool) and value in MEMORY_MODELS.values():
-            return float(value)
-        raise InputError(f"must be one of {', '.join(MEMORY_MODELS)}", where(origin, key=key))
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"must be one of {', '.join(record.choices)}", where(origin, key=key))
+    if not _is_number(value):
         raise InputError(f"must be a number, got {value!r}", where(origin, key=key))
     value = float(value)
-    if name in POSITIVE and value <= 0:
-        raise InputError(f"must be > 0, got {value:g}", where(origin, key=key))
-    if (
-        name
-        in (
-            "wu_passes",
-            "optimizer_states",
-            "mem_passes",
-            "op_latency_s",
-            "eltwise_traffic",
-            "gpu_sms",
-            "gpu_flops_fp8",
-        )
-        and value < 0
-    ):
-        raise InputError(f"must be >= 0, got {value:g}", where(origin, key=key))
-    if name in ("scatter_gather", "overlap_grad_reduce") and value not in (0.0, 1.0):
-        raise InputError(f"must be 0 or 1, got {value:g}", where(origin, key=key))
-    if (name == "efficiency" or name in KIND_EFFICIENCY_PARAMS) and not 0 < value <= 1:
-        raise InputError(f"must be in (0, 1], got {value:g}", where(origin, key=key))
-    if name in ("gpus_per_node", "nics_per_node", "gpu_sms", "gemm_tile_m", "gemm_tile_n") and value != int(
-        value
-    ):
+    if record.kind == SWITCH:
+        legal = value in (0.0, 1.0)
+    else:
+        above = value > record.low if record.low_open else value >= record.low
+        legal = above and value <= record.high
+    if not legal:
+        raise InputError(f"must be {record.bounds_text()}, got {value:g}", where(origin, key=key))
+    if record.kind == WHOLE and value != int(value):
         raise InputError(f"must be a whole number, got {value:g}", where(origin, key=key))
     if warn:
         warn_implausible(name, [value], origin, key)
     return value
+
+
+def family(kinds: Collection[str]) -> str:
+    """The model family of a model with layers of ``kinds``: ``transformer`` or ``cnn``
+    (:data:`kernels.params.FAMILIES`)."""
+    return next((f for f, marks in FAMILIES.items() if set(marks) & set(kinds)), "cnn")
 
 
 @dataclass(frozen=True)
@@ -207,6 +155,9 @@ class MachineProfile:
     compute_scale: dict[str, float] = field(default_factory=dict)
     #: what ``sweep calibrate`` fitted, for prediction intervals (``[calibration]``), or None
     posterior: Posterior | None = None
+    #: the optional parameters (:data:`OPTIONAL_KEYS`) the file gives, itself or through its
+    #: ``base``; the others take their record's default (:func:`check_family` refuses a model whose family needs one unstated)
+    stated: frozenset[str] = frozenset()
 
     @property
     def measured_key(self) -> str:
@@ -279,6 +230,12 @@ class MachineProfile:
             return self.inter_bandwidth_Bps[0]
         return self.params[name]
 
+    def unstated(self, family_name: str) -> tuple[str, ...]:
+        """The parameters ``family_name``'s models need (:attr:`kernels.params.Param.needed_by`)
+        that neither the file, its base nor an override states."""
+        given = self.stated | set(self.overrides)
+        return tuple(n for n, p in PARAMS.items() if family_name in p.needed_by and n not in given)
+
     def describe(self) -> dict:
         """A JSON-able description for Parquet metadata and ``sweep machines``."""
         return {
@@ -307,28 +264,65 @@ def override(machine: Machine, values: Mapping) -> Machine:
     return with_params(machine, **values) if values else machine
 
 
+def check_family(profile: MachineProfile, model_name: str, kinds: Collection[str]) -> None:
+    """Refuse a model whose family needs parameters the profile does not state: a default
+    there would answer silently wrong (a transformer's GEMMs at 100 % of peak without
+    ``gpu_sms`` and ``efficiency_linear``; docs/inputs.md#machines)."""
+    name = family(kinds)
+    missing = profile.unstated(name)
+    if missing:
+        raise InputError(
+            f"machine '{profile.name}' cannot run {name} model '{model_name}': it does not state "
+            f"{', '.join(missing)}, which {name} models need (GEMMs by shape, docs/model.md §8); "
+            "state them, or inherit them with base = a profile that does",
+            param="machine",
+        )
+
+
+#: What a profile takes from its ``base`` when it does not give it: the parameters and the links.
+INHERITED = frozenset({*TOP_KEYS, *OPTIONAL_KEYS, *CORE_CHOICES, "intra", "inter"})
+
+
+def _with_base(doc: dict, origin: str, seen: tuple[str, ...] = ()) -> dict:
+    """``doc`` with what it does not give of :data:`INHERITED` taken from its ``base`` profile
+    (a built-in name or a ``.toml`` path beside ``origin``), itself resolved the same way."""
+    base = doc.get("base")
+    if base is None:
+        return doc
+    if not isinstance(base, str) or not base:
+        raise InputError("must be a machine name or a .toml path", where(origin, key="base"))
+    if base in builtin_names():
+        path, base_origin = grids.MACHINES / f"{base}.toml", base
+    else:
+        path = Path(base) if Path(base).is_absolute() else Path(origin).parent / base
+        base_origin = str(path)
+        if path.suffix != ".toml" or not path.is_file():
+            raise InputError(
+                f"no machine '{base}': not a built-in nor a .toml file", where(origin, key="base")
+            )
+    if base_origin in (*seen, origin):
+        chain = " -> ".join((*seen, origin, base_origin))
+        raise InputError(f"profiles inherit in a circle: {chain}", where(origin, key="base"))
+    parent = _with_base(read_toml(path), base_origin, (*seen, origin))
+    return {**{k: v for k, v in parent.items() if k in INHERITED}, **doc}
+
+
 def parse_machine(doc: dict, origin: str) -> MachineProfile:
-    """Validate a parsed machine TOML document."""
-    known = (
-        set(TOP_KEYS)
-        | set(OPTIONAL_KEYS)
-        | {
-            "name",
-            "description",
-            "sources",
-            "allreduce_algo",
-            "memory_model",
-            "intra",
-            "inter",
-            "overheads",
-            "measured",
-            "compute_scale",
-            "calibration",
-        }
-    )
+    """Validate a parsed machine TOML document (what it does not give taken from its ``base``)."""
+    known = INHERITED | {
+        "name",
+        "description",
+        "sources",
+        "base",
+        "overheads",
+        "measured",
+        "compute_scale",
+        "calibration",
+    }
     for key in doc:
         if key not in known:
             raise InputError("unknown key", where(origin, key=key))
+    doc = _with_base(doc, origin)
     params = _scalar_params(doc, origin)
     params.update(_intra_params(doc.get("intra"), origin))
     spans, alphas, bws = _inter_levels(doc.get("inter"), origin)
@@ -352,12 +346,13 @@ def parse_machine(doc: dict, origin: str) -> MachineProfile:
         inter_bandwidth_Bps=tuple(bws),
         description=str(doc.get("description", "")),
         source=origin,
+        stated=frozenset(n for n in OPTIONAL_KEYS if n in doc),
     )
 
 
 def _scalar_params(doc: dict, origin: str) -> dict[str, float]:
-    """The top-level parameters (:data:`TOP_KEYS` and :data:`OPTIONAL_KEYS`, defaults where
-    they have one), ``allreduce_algo`` and ``memory_model``, checked."""
+    """The top-level parameters (:data:`TOP_KEYS`, :data:`OPTIONAL_KEYS` and
+    :data:`CORE_CHOICES`, defaults where they have one), checked."""
     params: dict[str, float] = {}
     for key, default in TOP_KEYS.items():
         if key not in doc:
@@ -368,8 +363,8 @@ def _scalar_params(doc: dict, origin: str) -> dict[str, float]:
             params[key] = check_param(key, doc[key], origin)
     for key, default in OPTIONAL_KEYS.items():
         params[key] = check_param(key, doc[key], origin) if key in doc else default
-    params["allreduce_algo"] = check_param("allreduce_algo", doc.get("allreduce_algo", "ring"), origin)
-    params["memory_model"] = check_param("memory_model", doc.get("memory_model", "training"), origin)
+    for key in CORE_CHOICES:
+        params[key] = check_param(key, doc[key], origin) if key in doc else float(PARAMS[key].default or 0)
     return params
 
 

@@ -54,10 +54,13 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def calibrated(bandwidth: bool = False):
-    """``abci`` with a posterior on the two factors (``COV[:2, :2]``), or all three parameters."""
+def calibrated(bandwidth: bool = False, gpt: bool = False):
+    """``abci`` with a posterior on the two factors (``COV[:2, :2]``), or all three parameters;
+    ``gpt``: with what GPT models need (GEMMs by shape) taken from ``selene`` as its base."""
     doc = tomllib.loads(to_toml(load_machine("abci")))
     doc["name"] = "abci-fit"
+    if gpt:
+        doc["base"] = "selene"
     n = 3 if bandwidth else 2
     doc["calibration"] = {
         "structure": "by hand", "cv": "model", "cv_accuracy": 0.8, "spread_log": SPREAD,
@@ -220,7 +223,7 @@ def test_a_stopped_pass_is_finished_by_resume(spec, tmp_path, monkeypatch):
 def test_row_intervals_rebuild_data_tensor_pipeline_and_pipeline_configurations():
     """tp, pp, recompute, zero and S from the row's columns: the same interval and time as
     ``sweep estimate`` (one configuration through :class:`~sweep.trust.problem.Problem`)."""
-    profile = calibrated(bandwidth=True)
+    profile = calibrated(bandwidth=True, gpt=True)
     with backend.computation(x64=True):
         for model, strategy, kw in [
             (
