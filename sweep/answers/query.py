@@ -32,9 +32,10 @@ feasible rows; with ``rank`` it keeps the best row of every strategy per
 group and numbers them.
 
 **Model and machine.** All three answer per model and machine: the
-:data:`IDENTITY` columns the data has are put in front of ``per``, and into
-the output columns even when ``columns`` leaves them out, so an answer
-never mixes two models or two machines and always says which it is for.
+:data:`IDENTITY` columns the data has are put in front of ``per``, and they and
+the ``per`` columns go into the output columns even when ``columns`` leaves them
+out, so an answer never mixes two models or two machines and every row says
+which group it is for.
 
 All three keep feasible rows only (``feasible_only=False`` to keep all) when
 the data has a ``feasible`` column. The scans are :mod:`sweep.answers.scan`'s;
@@ -378,7 +379,8 @@ def _run(
     sw = as_sweep(source)
     per = _check_columns(sw, list(per), "--per")
     out_cols = _check_columns(sw, columns, "--columns") if columns else list(sw.schema.names)
-    out_cols = [*_identity(sw, out_cols), *out_cols]
+    # the groups' columns always, so that every row says which group it answers for
+    out_cols = [*(c for c in per if c not in out_cols), *out_cols]
     expr = _filter(sw, where, feasible_only)
     st = stats if stats is not None else ScanStats()
     started = time.perf_counter()
