@@ -25,9 +25,23 @@ from sweep.errors import InputError, InputWarning
 EXIT_INPUT = 2
 
 
+#: The parameters whose flag is not ``--`` and their name with ``-`` for ``_``: the library's
+#: names (:mod:`sweep.api`, :mod:`sweep.answers.query`) against the commands' spellings.
+FLAGS: dict[str, str] = {
+    "k": "-k",
+    "out": "-o",
+    "B": "--global-batch",
+    "minimize": "--min",
+    "maximize": "--max",
+    "confirm": "--yes",
+    "space_check": "--no-space-check",
+}
+
+
 def flag(name: str) -> str:
-    """The command-line flag of parameter ``name``: ``--`` and ``_`` written ``-`` (``--global-batch``)."""
-    return "--" + name.replace("_", "-")
+    """The command-line flag of parameter ``name``: :data:`FLAGS`' spelling, else ``--`` and
+    ``_`` written ``-`` (``--global-batch``)."""
+    return FLAGS.get(name) or "--" + name.replace("_", "-")
 
 
 def flagged(text: str, params: Iterable[str]) -> str:
