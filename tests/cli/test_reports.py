@@ -1,0 +1,24 @@
+"""What the reports print beside their figures (issue 38, defect 10): a t_iter_s co-design's
+best configurations show compute and communication per iteration, not per epoch."""
+
+from __future__ import annotations
+
+from sweep.answers.codesign import _format_row
+
+#: A hand-made answer row: 100 iterations per epoch, 120 s of compute and 30 s of communication
+#: per epoch, so 1.2 s and 0.3 s per iteration beside t_iter_s = 1.5 s.
+ROW = {
+    "strategy": "data+tensor+pipeline", "p": 1024, "b": 192, "p2": 64, "S": 192, "global_batch": 1536,
+    "micro_batch": 1, "tp": 8, "pp": 8, "iterations": 100, "t_epoch_s": 150.0, "t_iter_s": 1.5,
+    "t_comp_s": 120.0, "t_comm_s": 30.0, "mem_bytes": 6.0e10, "feasible": True, "limit_reason": None,
+}  # fmt: skip
+
+
+def test_a_per_iteration_metric_shows_compute_and_communication_per_iteration():
+    line = _format_row(ROW, "t_iter_s")
+    assert "t_iter_s=1.5  t_comp_per_iter_s=1.2  t_comm_per_iter_s=0.3" in line
+    assert "t_comp_s=120" not in line
+
+
+def test_a_per_epoch_metric_keeps_the_per_epoch_terms():
+    assert "t_epoch_s=150  t_comp_s=120  t_comm_s=30" in _format_row(ROW, "t_epoch_s")
