@@ -108,9 +108,11 @@ def write_table(table: pa.Table, path: str | Path) -> Path:
     out = Path(path)
     suffix = out.suffix.lower()
     if suffix not in OUTPUT_SUFFIXES:
-        raise InputError(f"-o: unknown output type '{suffix or out.name}' (use {', '.join(OUTPUT_SUFFIXES)})")
+        raise InputError(
+            f"out: unknown output type '{suffix or out.name}' (use {', '.join(OUTPUT_SUFFIXES)})", param="out"
+        )
     if not out.parent.exists():
-        raise InputError("-o: folder does not exist", str(out.parent))
+        raise InputError("folder does not exist", str(out.parent))
     with store.written(out) as tmp:
         if suffix in (".parquet", ".pq"):
             import pyarrow.parquet as pq

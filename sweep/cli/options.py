@@ -35,6 +35,7 @@ FLAGS: dict[str, str] = {
     "maximize": "--max",
     "confirm": "--yes",
     "space_check": "--no-space-check",
+    "quality": "--quality-weight",
 }
 
 
@@ -45,9 +46,10 @@ def flag(name: str) -> str:
 
 
 def flagged(text: str, params: Iterable[str]) -> str:
-    """``text`` with the first standalone mention of each parameter written as its flag."""
+    """``text`` with the first standalone mention of each parameter written as its flag (a quoted
+    name is a column or a value, not the parameter)."""
     for name in params:
-        text = re.sub(rf"(?<![\w.+/-]){re.escape(name)}(?![\w-])", flag(name), text, count=1)
+        text = re.sub(rf"(?<![\w.+/'`-]){re.escape(name)}(?![\w'`-])", flag(name), text, count=1)
     return text
 
 

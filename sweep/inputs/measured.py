@@ -246,7 +246,9 @@ def _read_header(reader, path: Path, machine: MachineProfile | None) -> tuple[st
             where(path, 1),
         )
     if machine is None and "machine" not in columns:
-        raise InputError("no 'machine' column: name the machine of every row (--machine)", where(path, 1))
+        raise InputError(
+            "no 'machine' column: give one machine for every row", where(path, 1), param="machine"
+        )
     return columns
 
 

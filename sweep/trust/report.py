@@ -41,7 +41,7 @@ def read_runs(
         base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
         profile = base.with_overrides(dict(sets or {}))
     elif sets:
-        raise InputError("--set needs --machine")
+        raise InputError("set needs machine", param=("set", "machine"))
     meas = read_measurements(path, machine=profile, strict=strict)
     if any(run.unpublished for run in meas.runs):
         from sweep.engine import backend
@@ -302,7 +302,7 @@ def check_toml_path(path: str | Path) -> None:
     """A machine file to write: a ``.toml`` in a folder that exists."""
     path = Path(path)
     if path.suffix != ".toml":
-        raise InputError("-o must end in .toml", str(path))
+        raise InputError("out must end in .toml", str(path), param="out")
     if not path.parent.is_dir():
         raise InputError("no such folder", str(path.parent))
 

@@ -34,7 +34,9 @@ from sweep.inputs.measured import Measurements
 from sweep.output import store
 
 #: Columns added to the input columns in a validation table.
-ADDED_COLUMNS: tuple[str, ...] = ("chosen", "pred_iter_s", "ratio", "accuracy")
+ADDED_COLUMNS: tuple[str, ...] = ("pred_iter_s", "ratio", "accuracy")
+#: Added before them where a run did not publish a setting: the values taken (``recompute=full``).
+CHOSEN = "chosen"
 
 
 @dataclass(frozen=True)
@@ -185,14 +187,15 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 
 def table_columns(meas: Measurements, pred_s: Sequence[float] | np.ndarray) -> dict[str, list]:
-    """Every input column (as written) plus ``pred_iter_s``, ``ratio`` and ``accuracy``, per run."""
+    """Every input column (as written) plus ``pred_iter_s``, ``ratio`` and ``accuracy``, per run;
+    where a run did not publish a setting, :data:`CHOSEN` before them."""
     pred = np.asarray(pred_s, np.float64)
     t = np.asarray([r.iter_time_s for r in meas.runs])
     out: dict[str, list] = {
-        c: [r.fields[c] for r in meas.runs] for c in meas.columns if c not in ADDED_COLUMNS
+        c: [r.fields[c] for r in meas.runs] for c in meas.columns if c not in (*ADDED_COLUMNS, CHOSEN)
     }
     if any(r.unpublished for r in meas.runs):  # the values taken for settings not published
-        out["chosen"] = [" ".join(f"{a}={r.fields[a]}" for a in r.unpublished) for r in meas.runs]
+        out[CHOSEN] = [" ".join(f"{a}={r.fields[a]}" for a in r.unpublished) for r in meas.runs]
     out["pred_iter_s"] = pred.tolist()
     out["ratio"] = (pred / t).tolist()
     out["accuracy"] = symmetric_accuracy(pred, t).tolist()
@@ -233,7 +236,7 @@ def write_table(meas: Measurements, pred_s: Sequence[float] | np.ndarray, out: s
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            arrays = {k: (v if k in ADDED_COLUMNS else _typed(v)) for k, v in columns.items()}
+            arrays = {k: (v if k in (*ADDED_COLUMNS, CHOSEN) else _typed(v)) for k, v in columns.items()}
             pq.write_table(pa.table(arrays), tmp)
     return out
 

@@ -22,3 +22,22 @@ def test_a_per_iteration_metric_shows_compute_and_communication_per_iteration():
 
 def test_a_per_epoch_metric_keeps_the_per_epoch_terms():
     assert "t_epoch_s=150  t_comp_s=120  t_comm_s=30" in _format_row(ROW, "t_epoch_s")
+
+
+def test_library_errors_name_parameters_and_the_cli_writes_flags(tmp_path):
+    """The library's message names the parameter ``machine``; the CLI writes it ``--machine``, and
+    leaves the quoted column name as it is."""
+    import pytest
+
+    from sweep.errors import InputError
+    from sweep.inputs.measured import read_measurements
+    from tests.runs import sweep
+
+    path = tmp_path / "runs.csv"
+    path.write_text("model,strategy,p,b,iter_time_s\nresnet50,data,8,32,0.2\n")
+    with pytest.raises(InputError) as err:
+        read_measurements(path)
+    assert "--" not in str(err.value) and err.value.param == ("machine",)
+    result = sweep("validate", str(path))
+    assert result.exit_code == 2
+    assert result.output.strip().endswith("no 'machine' column: give one --machine for every row")
