@@ -26,6 +26,11 @@ def _fail(name: str, what: str, value: Any) -> InputError:
     return InputError(f"{name} must be {what}, got {value!r}", param=name)
 
 
+def one_whole(name: str, value: Any) -> None:
+    """A whole number >= 1 (:func:`whole` as a rule of :data:`RULES`)."""
+    whole(name, value)
+
+
 def whole(name: str, value: Any, minimum: int = 1) -> int:
     """``value`` as an int when it is a whole number >= ``minimum`` (an int, or a float equal to
     one; no text, bool or fraction)."""
@@ -135,7 +140,7 @@ def own_settings(name: str, value: Any) -> None:
         for one in items:
             if one is None or isinstance(one, str):
                 continue
-            if isinstance(one, bool) or not isinstance(one, numbers.Real) or float(one) != int(one):
+            if isinstance(one, bool) or not isinstance(one, numbers.Real) or float(one) != round(float(one)):
                 raise _fail(axis, "a name or a whole number", one)
 
 
@@ -169,13 +174,13 @@ def _whole_or_zero(name: str, value: Any) -> None:
     whole(name, value, minimum=0)
 
 
-_FLAGS = ("x64", "only_feasible", "resume", "overwrite", "confirm", "space_check", "strict")
-_FLAGS += ("transfer", "descending", "rank", "all", "feasible_only")
+_FLAGS: tuple[str, ...] = ("x64", "only_feasible", "resume", "overwrite", "confirm", "space_check")
+_FLAGS += ("strict", "transfer", "descending", "rank", "all", "feasible_only")
 
 #: The rule of each argument name of the API (a name with no rule is not checked here).
 RULES: dict[str, Callable[[str, Any], None]] = {
     **dict.fromkeys(("p", "b", "p2", "S", "B", "global_batch", "micro_batch"), wholes),
-    **dict.fromkeys(("k", "chunk", "grid", "max_rows", "batch_rows"), whole),
+    **dict.fromkeys(("k", "chunk", "grid", "max_rows", "batch_rows"), one_whole),
     "max_points": _whole_or_zero,
     "model": _spelt(("sweep.inputs.layers:Model",)),
     "machine": _spelt(("sweep.inputs.machines:MachineProfile",)),

@@ -315,8 +315,8 @@ class _RowChecker:
         if (key, model_name) not in self.bounds:
             self.bounds[(key, model_name)] = Bound.of(model, profile)  # type: ignore[arg-type]
         run = Run(
-            line, model_name, strategy, machine_name, p, 1, 1, 1, time, **extra, fields=values,
-            unpublished=unpublished,
+            line, model_name, strategy, machine_name, p, 1, 1, 1, time, extra["iter_time_std_s"],
+            extra["t_comp_s"], extra["t_comm_s"], fields=values, own=own, unpublished=unpublished,
         )  # fmt: skip
         settled = configured(run, own, self.bounds[(key, model_name)])
         if isinstance(settled, str):
