@@ -81,3 +81,13 @@ def test_summary_columns_stay_aligned_with_long_model_names(published):
     at = head.index("acc mean") + len("acc mean")
     rows = lines[lines.index(head) + 1 :]
     assert len(rows) == 3 and all(len(row) == at for row in rows), [head, *rows]
+
+
+def test_calibrate_reads_the_run_with_the_value_taken(published):
+    """calibrate reads the file as validate does: the unpublished recompute is the fastest
+    feasible value on the machine as given (here every run on dgx-h100), kept through the fit."""
+    mode, _ = _fastest_recompute()
+    c = sweep.calibrate(published, "dgx-h100", fit="efficiency", cv=0)
+    run = c.measurements.runs[0]
+    assert run.unpublished == ("recompute",) and run.fields["recompute"] == mode
+    assert (run.b, run.S) == (64, 64)
