@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweep.errors import InputError
+from sweep.inputs.checks import arguments
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -94,6 +95,7 @@ def bind(
 
     >>> bound = sweep.api.bind("resnet50", "abci", set={"inter_bandwidth_Bps": 25e9})
     """
+    arguments(locals())
     from sweep.inputs.configs import Bound
     from sweep.inputs.layers import Model
     from sweep.inputs.machines import MachineProfile, load_machine
@@ -142,6 +144,7 @@ def estimate(
     >>> round(row["t_epoch_s"], 2), round(row["t_comp_s"], 2)   # an epoch: 3.9 s of it computing
     (7.92, 3.92)
     """
+    arguments(locals())
     from sweep.engine import backend
     from sweep.engine.evaluate import estimate as one
     from sweep.inputs.configs import Request
@@ -212,6 +215,7 @@ def plan(spec: str | Path | Mapping | SweepSpec) -> Plan:
     >>> p = sweep.plan("paper-resnet50-vgg16")
     >>> p.size, len(p.jobs)
     """
+    arguments(locals())
     from sweep.inputs.grid import plan as make_plan
 
     return make_plan(load(spec))
@@ -237,6 +241,7 @@ def evaluate(
     ...                     "axes": {"p": [256, 1024], "b": [32]}})
     >>> t.num_rows, t.column("t_epoch_s")[1]
     """
+    arguments(locals())
     from sweep.engine import backend, memory
     from sweep.engine.runstate import RunOptions
 
@@ -288,6 +293,7 @@ def run(
     ...                     keep="pareto:t_epoch_s,p", overwrite=True)
     >>> summary.rows, summary.folder
     """
+    arguments(locals())
     from sweep.engine import backend, index
     from sweep.engine.run import run_sweep
     from sweep.engine.runstate import RunOptions, Shard, parse_shard
@@ -387,6 +393,7 @@ def codesign(
     ...                      beats="data", p=1024, B=8192)
     >>> a.threshold                      # B/s of inter-node bandwidth where data+filter wins
     """
+    arguments(locals())
     from sweep.answers import codesign as questions
     from sweep.engine import backend
 
@@ -432,6 +439,7 @@ def sensitivity(
     >>> t = sweep.sensitivity(model="resnet50", machine="abci", strategy="data", p=1024, b=32)
     >>> t.column("lever")[0], t.column("e_inter_bandwidth_Bps")[0]
     """
+    arguments(locals())
     from sweep.answers import sensitivity as elasticities
     from sweep.engine import backend
 
@@ -479,6 +487,7 @@ def validate(
     >>> v = sweep.validate("grids/measurements/abci_chainer_public.csv")
     >>> v.summaries[-1].acc_mean         # mean symmetric accuracy over every run
     """
+    arguments(locals())
     from sweep.engine import backend
     from sweep.trust import validation
     from sweep.trust.report import Validation, read_runs
@@ -536,6 +545,7 @@ def calibrate(
     >>> c = sweep.calibrate("grids/measurements/abci_chainer_public.csv", "abci", cv=0)
     >>> sweep.estimate("resnet50", c.profile, "data", p=64, b=32)["t_iter_s"]
     """
+    arguments(locals())
     from sweep.engine import backend
     from sweep.trust.calibrate import calibrate as fit_runs
     from sweep.trust.calibrate import parse_fit

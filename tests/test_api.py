@@ -441,3 +441,75 @@ def test_sequence_parallelism_at_tp_1_warns():
     with pytest.warns(InputWarning, match="sp 1 is ignored at tp 1") as caught:
         sweep.estimate(GPT_TINY, "a100-ib800", "data+tensor+pipeline", p=2, global_batch=8, pp=2, sp=1)
     assert any(getattr(w.message, "param", ()) == ("sp",) for w in caught)
+
+
+# -- issue 38, defects 9 and 10: wrong types are InputErrors naming the parameter -------------------
+
+WRONG = [
+    # (call, the parameter named, words of the message)
+    (lambda: sweep.codesign("gpt3-175b", "selene", "data+tensor+pipeline", "inter_bandwidth_Bps",
+                            p="1024", target="t_iter_s <= 27"), "p", "whole number >= 1"),
+    (lambda: sweep.codesign("resnet50", "abci", "data", "inter_bandwidth_Bps", p=[1024, "8"],
+                            target="t_epoch_s <= 10"), "p", "or a list of them"),
+    (lambda: sweep.evaluate(42), "spec", "sweep file's path"),
+    (lambda: sweep.plan(None), "spec", "sweep file's path"),
+    (lambda: sweep.estimate("resnet50", "abci", "data", p=4, b=32, set=["k=v"]), "set", "mapping"),
+    (lambda: sweep.estimate("resnet50", "abci", "data", p=4, b=32, set={"gpu_mem_bytes": [1]}), "set",
+     "gpu_mem_bytes must be a number"),
+    (lambda: sweep.estimate(3, "abci", "data", p=4, b=32), "model", "a built-in name, a path or a Model"),
+    (lambda: sweep.estimate("resnet50", 3.5, "data", p=4, b=32), "machine", "MachineProfile"),
+    (lambda: sweep.estimate("gpt3-175b", "selene", "data+tensor+pipeline", p=8, global_batch=8, tp=1.5),
+     "tp", "a name or a whole number"),
+    (lambda: sweep.run(SPEC, x64="yes"), "x64", "True or False"),
+    (lambda: sweep.evaluate(SPEC, columns=3), "columns", "a name or a list of names"),
+    (lambda: sweep.validate(PUBLIC, out=5), "out", "a path"),
+    (lambda: sweep.calibrate(PUBLIC, "abci", loss_scale=-1.0), "loss_scale", "a number > 0"),
+    (lambda: sweep.sensitivity(model="resnet50", machine="abci", strategy="data", p=4, b="32"), "b",
+     "whole number"),
+    (lambda: sweep.open(7), "path", "a path"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "param", "words"), WRONG, ids=[f"{i}-{w[1]}" for i, w in enumerate(WRONG)])
+def test_wrong_argument_types_name_the_parameter(call, param, words):
+    with pytest.raises(InputError) as err:
+        call()
+    assert err.value.param == (param,)
+    assert str(err.value).startswith(f"{param}: ") or str(err.value).startswith(f"{param} must")
+    assert words in str(err.value) and "--" not in str(err.value)
+
+
+def test_query_object_checks_its_arguments(tmp_path):
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"p": [1, 2], "t_iter_s": [2.0, 1.0]}), tmp_path / "t.parquet")
+    sw = sweep.open(tmp_path / "t.parquet")
+    for call, param in [
+        (lambda: sw.top("t_iter_s", "3"), "k"),
+        (lambda: sw.top("t_iter_s", 0), "k"),
+        (lambda: sw.top(3), "by"),
+        (lambda: sw.pareto(["t_iter_s"], per=5), "per"),
+        (lambda: sw.best(by="t_iter_s", columns=["nope"]), "columns"),
+        (lambda: sw.where(3), "where"),
+        (lambda: sw.where(columns=["nope"]), "columns"),
+    ]:
+        with pytest.raises(InputError) as err:
+            call()
+        assert err.value.param == (param,), (param, err.value)
+    assert sw.top("t_iter_s", 1).column("p").to_pylist() == [2]
+
+
+def test_the_cli_writes_the_parameters_as_its_flags(tmp_path):
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"p": [1, 2], "t_iter_s": [2.0, 1.0]}), tmp_path / "t.parquet")
+    result = CliRunner().invoke(cli, ["top", str(tmp_path / "t.parquet"), "--by", "t_iter_s", "-k", "0"])
+    assert result.exit_code == 2 and result.output == "error: -k must be a whole number >= 1, got 0\n"
+    result = CliRunner().invoke(cli, ["pareto", str(tmp_path / "t.parquet"), "--min", "q"])
+    assert result.exit_code == 2 and result.output.startswith("error: --min: unknown column 'q'")
+
+
+def test_dir_of_the_package_lists_each_name_once():
+    names = dir(sweep)
+    assert names.count("InputError") == 1 and len(names) == len(set(names))
+    assert {"estimate", "codesign", "InputError"} <= set(names)

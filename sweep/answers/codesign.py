@@ -591,8 +591,10 @@ def _format_row(r: dict, metric: str) -> str:
     extra += f"  micro_batch={r['micro_batch']}" if "micro_batch" in r else ""
     extra += "".join(f"  {x.name}={r[x.name]}" for x in entry.own if x.name in r and x.shown(r[x.name]))
     state = "" if r["feasible"] else f"  infeasible ({r[store.LIMIT_REASON]})"
+    # beside a per-iteration metric, compute and communication per iteration too
+    its, per = (r["iterations"], "_per_iter") if metric == "t_iter_s" and r.get("iterations") else (1, "")
     return (
         f"  {r['strategy']:<13} p={r['p']:,}  b={r['b']:,}  B={r['global_batch']:,}{extra}  "
-        f"{metric}={r[metric]:.6g}  t_comp_s={r['t_comp_s']:.6g}  t_comm_s={r['t_comm_s']:.6g}  "
-        f"mem_bytes={r['mem_bytes']:.4g}{state}"
+        f"{metric}={r[metric]:.6g}  t_comp{per}_s={r['t_comp_s'] / its:.6g}  "
+        f"t_comm{per}_s={r['t_comm_s'] / its:.6g}  mem_bytes={r['mem_bytes']:.4g}{state}"
     )

@@ -32,9 +32,10 @@ feasible rows; with ``rank`` it keeps the best row of every strategy per
 group and numbers them.
 
 **Model and machine.** All three answer per model and machine: the
-:data:`IDENTITY` columns the data has are put in front of ``per``, and into
-the output columns even when ``columns`` leaves them out, so an answer
-never mixes two models or two machines and always says which it is for.
+:data:`IDENTITY` columns the data has are put in front of ``per``, and they and
+the ``per`` columns go into the output columns even when ``columns`` leaves them
+out, so an answer never mixes two models or two machines and every row says
+which group it is for.
 
 All three keep feasible rows only (``feasible_only=False`` to keep all) when
 the data has a ``feasible`` column. The scans are :mod:`sweep.answers.scan`'s;
@@ -63,6 +64,7 @@ from sweep.answers.scan import RowGroup, ScanStats, fetch, group_codes, row_grou
 from sweep.answers.tables import display_columns, format_table, write_table
 from sweep.answers.where import Filter, combine, parse_where
 from sweep.errors import InputError
+from sweep.inputs.checks import arguments
 from sweep.output import store
 from sweep.output.manifest import Manifest
 
@@ -129,6 +131,7 @@ class Sweep:
             return None
 
     def count_rows(self, where: str | None = None) -> int:
+        arguments(locals())
         return self.dataset.count_rows(filter=self.filter(where))
 
     def filter(self, where: str | Filter | None) -> pc.Expression | None:
@@ -141,7 +144,8 @@ class Sweep:
 
     def to_table(self, where: str | Filter | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """The (filtered) rows as one table: for small results only."""
-        cols = _check_columns(self, columns, "--columns") if columns else None
+        arguments(locals())
+        cols = _check_columns(self, split_names(columns), "columns") if columns else None
         return self.dataset.to_table(columns=cols, filter=self.filter(where))
 
     def where(self, where: str | Filter | None = None, columns: Sequence[str] | None = None) -> pa.Table:
@@ -160,6 +164,7 @@ class Sweep:
 
 def open_sweep(path: str | Path) -> Sweep:
     """Open a dataset folder written by ``sweep run`` (or one Parquet file) for queries."""
+    arguments(locals())
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or folder", str(p))
@@ -187,24 +192,28 @@ def as_sweep(source: Source) -> Sweep:
 # -- column checks -------------------------------------------------------------------------
 
 
-def _check_columns(sw: Sweep, names: Sequence[str], option: str) -> list[str]:
+def _check_columns(sw: Sweep, names: Sequence[str], param: str) -> list[str]:
+    """``names``, each a column of the data, once each; else an error naming ``param``."""
     out = []
     for name in names:
         if name not in sw.schema.names:
-            raise InputError(f"{option}: unknown column '{name}' (known: {', '.join(sw.schema.names)})")
+            known = ", ".join(sw.schema.names)
+            raise InputError(f"{param}: unknown column '{name}' (known: {known})", param=param)
         if name not in out:
             out.append(name)
     return out
 
 
-def _check_numeric(sw: Sweep, names: Sequence[str], option: str) -> None:
+def _check_numeric(sw: Sweep, names: Sequence[str], param: str) -> None:
     for name in names:
         t = sw.schema.field(name).type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
             numeric = [
                 f.name for f in sw.schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
             ]
-            raise InputError(f"{option}: column '{name}' is not numeric (numeric: {', '.join(numeric)})")
+            raise InputError(
+                f"{param}: column '{name}' is not numeric (numeric: {', '.join(numeric)})", param=param
+            )
 
 
 def split_names(values: Sequence[str] | str | None) -> list[str]:
@@ -376,9 +385,10 @@ def _run(
     query: dict,
 ) -> pa.Table:
     sw = as_sweep(source)
-    per = _check_columns(sw, list(per), "--per")
-    out_cols = _check_columns(sw, columns, "--columns") if columns else list(sw.schema.names)
-    out_cols = [*_identity(sw, out_cols), *out_cols]
+    per = _check_columns(sw, list(per), "per")
+    out_cols = _check_columns(sw, split_names(columns), "columns") if columns else list(sw.schema.names)
+    # the groups' columns always, so that every row says which group it answers for
+    out_cols = [*(c for c in per if c not in out_cols), *out_cols]
     expr = _filter(sw, where, feasible_only)
     st = stats if stats is not None else ScanStats()
     started = time.perf_counter()
@@ -412,13 +422,17 @@ def pareto(
     every tied row. Sorted by group, then the objectives in order (each in its own
     direction), then dataset position. ``stats``, when given, is filled in.
     """
+    arguments(locals())
     sw = as_sweep(source)
     mins, maxs = split_names(minimize), split_names(maximize)
     objs = [*mins, *maxs]
     if not objs:
-        raise InputError("pareto needs at least one objective (--min COL or --max COL)")
-    _check_columns(sw, objs, "--min/--max")
-    _check_numeric(sw, objs, "--min/--max")
+        raise InputError(
+            "pareto needs at least one objective (minimize or maximize)", param=("minimize", "maximize")
+        )
+    for names, param in ((mins, "minimize"), (maxs, "maximize")):
+        _check_columns(sw, names, param)
+        _check_numeric(sw, names, param)
     if len(set(objs)) != len(objs):
         raise InputError("an objective is given twice")
     signs = [1.0] * len(mins) + [-1.0] * len(maxs)
@@ -450,11 +464,10 @@ def top(
     Ties go to the row earlier in the dataset; a ``rank`` column (1..k per
     group) is appended unless ``rank=False``.
     """
+    arguments(locals())
     sw = as_sweep(source)
-    if k < 1:
-        raise InputError(f"-k must be >= 1, got {k}")
-    _check_columns(sw, [by], "--by")
-    _check_numeric(sw, [by], "--by")
+    _check_columns(sw, [by], "by")
+    _check_numeric(sw, [by], "by")
     groups = _grouped(sw, per)
     query = {"by": by, "k": k, "descending": descending, "per": groups, "where": _text(where)}
     return _run(
@@ -480,11 +493,12 @@ def best(
     With ``rank``, the best row of every strategy in each group, ranked 1, 2, ...
     by ``by`` (the paper's per-p strategy ranking).
     """
+    arguments(locals())
     sw = as_sweep(source)
     groups = _grouped(sw, per)
     if rank:
         if "strategy" not in sw.schema.names:
-            raise InputError("--rank needs a 'strategy' column")
+            raise InputError("rank needs a 'strategy' column", param="rank")
         table = top(
             sw, by, 1, where=where, per=[*groups, "strategy"], columns=columns, stats=stats,
             batch_rows=batch_rows, rank=False,

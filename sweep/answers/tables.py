@@ -17,7 +17,8 @@ from sweep.output import store
 #: The swept machine-parameter columns (:mod:`kernels.names` holds them without importing JAX).
 MACHINE_PARAMS = SCALAR_PARAMS
 #: Columns shown on the terminal when none are asked for, in this order, where present.
-#: (tp, pp, recompute and zero are only in sweeps that have data+tensor+pipeline.)
+#: (micro_batch and the own axes tp ... precision are only in sweeps that have
+#: data+tensor+pipeline.)
 DISPLAY_FIRST = (
     "model",
     "machine",
@@ -28,12 +29,19 @@ DISPLAY_FIRST = (
     "b",
     "global_batch",
     "S",
+    "micro_batch",
     "tp",
     "pp",
+    "vp",
+    "sp",
     "recompute",
     "zero",
+    "precision",
 )
 DISPLAY_LAST = ("t_epoch_s", "t_comp_s", "t_comm_s", "mem_bytes", "feasible", "limit_reason", "rank", "tied")
+#: Shown after t_epoch_s where the rows are a transformer's (a ``tp`` column): an LLM run is
+#: read per iteration and by its model-FLOPs utilisation.
+DISPLAY_TRANSFORMER = ("t_iter_s", "mfu")
 
 
 def display_columns(table: pa.Table, extra: Sequence[str] = ()) -> list[str]:
@@ -41,11 +49,14 @@ def display_columns(table: pa.Table, extra: Sequence[str] = ()) -> list[str]:
     answer says what it is about), configuration, swept machine parameters, the query's own
     columns, times and memory."""
     names = table.column_names
+    last = list(DISPLAY_LAST)
+    if "tp" in names:
+        last[1:1] = DISPLAY_TRANSFORMER
     wanted = [
         *DISPLAY_FIRST,
         *[c for c in names if c in MACHINE_PARAMS],
         *extra,
-        *DISPLAY_LAST,
+        *last,
     ]
     out = []
     for c in wanted:
@@ -97,9 +108,11 @@ def write_table(table: pa.Table, path: str | Path) -> Path:
     out = Path(path)
     suffix = out.suffix.lower()
     if suffix not in OUTPUT_SUFFIXES:
-        raise InputError(f"-o: unknown output type '{suffix or out.name}' (use {', '.join(OUTPUT_SUFFIXES)})")
+        raise InputError(
+            f"out: unknown output type '{suffix or out.name}' (use {', '.join(OUTPUT_SUFFIXES)})", param="out"
+        )
     if not out.parent.exists():
-        raise InputError("-o: folder does not exist", str(out.parent))
+        raise InputError("folder does not exist", str(out.parent))
     with store.written(out) as tmp:
         if suffix in (".parquet", ".pq"):
             import pyarrow.parquet as pq

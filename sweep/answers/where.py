@@ -38,6 +38,13 @@ import pyarrow.compute as pc
 from sweep.errors import InputError
 
 NUM, STR, BOOL = "number", "string", "bool"
+
+
+def _error(message: str) -> InputError:
+    """A mistake in the filter text, said of the parameter ``where`` (the CLI's ``--where``)."""
+    return InputError(f"where: {message}", param="where")
+
+
 _KEYWORDS = {"and", "or", "not", "in", "true", "false"}
 _TOKEN = re.compile(
     r"""
@@ -67,7 +74,7 @@ def tokenize(text: str) -> list[Token]:
     while i < len(text):
         m = _TOKEN.match(text, i)
         if m is None:
-            raise InputError(f"--where: unexpected character {text[i]!r} at position {i + 1}")
+            raise _error(f"unexpected character {text[i]!r} at position {i + 1}")
         kind = m.lastgroup or ""
         raw = m.group()
         if kind == "num":
@@ -99,6 +106,7 @@ class _Node:
     kind: str
     expr: pc.Expression | None = None
     const: object = None
+    column: str | None = None  # the column it is, when it is one bare column
 
     @property
     def is_const(self) -> bool:
@@ -115,6 +123,19 @@ class Filter:
     expression: pc.Expression
     columns: tuple[str, ...]
     text: str
+
+
+def legal_values(column: str) -> tuple[str, ...]:
+    """The names a categorical column can hold (``()`` for any other column): a strategy's
+    categorical axis or a categorical machine setting
+    (:func:`sweep.output.categories.choices_of`), and ``strategy``, the registry's names."""
+    from sweep.output.categories import choices_of
+
+    if column == "strategy":
+        from kernels.strategies.registry import REGISTRY
+
+        return tuple(REGISTRY)
+    return choices_of(column)
 
 
 def _kind_of(dtype: pa.DataType) -> str | None:
@@ -161,7 +182,16 @@ class _Parser:
 
     def fail(self, tok: Token, message: str):
         shown = tok.text if tok.kind == "end" else repr(tok.text)
-        raise InputError(f"--where: {message} at position {tok.pos} (found {shown})")
+        raise _error(f"{message} at position {tok.pos} (found {shown})")
+
+    def holdable(self, column: _Node, value: _Node) -> None:
+        """A name compared with a categorical column must be one it can hold: a misspelt
+        ``'selectve'`` would match no row and give an empty answer without a word."""
+        if column.column is None or not value.is_const or not isinstance(value.const, str):
+            return
+        legal = legal_values(column.column)
+        if legal and value.const not in legal:
+            raise _error(f"{column.column} is one of {', '.join(legal)}; no row can hold {value.const!r}")
 
     def need(self, node: _Node, kind: str, tok: Token, what: str) -> None:
         if node.kind != kind:
@@ -223,6 +253,9 @@ class _Parser:
                 )
             if left.kind != right.kind:
                 self.fail(tok, f"'{tok.text}' cannot compare a {left.kind} with a {right.kind}")
+            if tok.text in ("==", "!="):
+                self.holdable(left, right)
+                self.holdable(right, left)
             parts.append(self.cmp(tok.text, left, right))
             left = right
         if not parts:
@@ -261,6 +294,7 @@ class _Parser:
                 self.fail(tok, "'in' takes a list of literal values")
             if item.kind != left.kind:
                 self.fail(tok, f"'in' list of a {left.kind} holds a {item.kind}")
+            self.holdable(left, item)
             values.append(item.const)
             if self.accept(",") is None:
                 self.expect(closer, f"',' or '{closer}'")
@@ -328,19 +362,18 @@ class _Parser:
         if tok.kind == "name":
             name = str(tok.value)
             if name not in self.schema.names:
-                raise InputError(
-                    f"--where: unknown column '{name}' at position {tok.pos} "
-                    f"(known: {', '.join(self.schema.names)})"
+                raise _error(
+                    f"unknown column '{name}' at position {tok.pos} (known: {', '.join(self.schema.names)})"
                 )
             kind = _kind_of(self.schema.field(name).type)
             if kind is None:
                 self.fail(
-                    tok, f"column '{name}' has type {self.schema.field(name).type}, which --where cannot use"
+                    tok, f"column '{name}' has type {self.schema.field(name).type}, which a filter cannot use"
                 )
             assert kind is not None
             if name not in self.used:
                 self.used.append(name)
-            return _Node(kind, pc.field(name))
+            return _Node(kind, pc.field(name), column=name)
         if tok.kind == "op" and tok.text == "(":
             node = self.or_()
             self.expect(")", "')'")
@@ -353,11 +386,11 @@ class _Parser:
 def parse_where(text: str, schema: pa.Schema) -> Filter:
     """Compile ``text`` against ``schema``; :class:`InputError` (one line) on any mistake."""
     if not text or not text.strip():
-        raise InputError("--where: empty expression")
+        raise _error("empty expression")
     parser = _Parser(tokenize(text), schema)
     node = parser.parse()
     if node.kind != BOOL:
-        raise InputError(f"--where: '{text.strip()}' is a {node.kind}, not a condition (try a comparison)")
+        raise _error(f"'{text.strip()}' is a {node.kind}, not a condition (try a comparison)")
     expr = node.arrow() if not node.is_const else pc.scalar(bool(node.const))
     _check_runs(expr, schema, text)
     return Filter(expr, tuple(parser.used), text)
@@ -371,7 +404,7 @@ def _check_runs(expr: pc.Expression, schema: pa.Schema, text: str) -> None:
         ds.dataset(schema.empty_table()).to_table(filter=expr)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"--where: '{text.strip()}' cannot run: {first}") from None
+        raise _error(f"'{text.strip()}' cannot run: {first}") from None
 
 
 def combine(filters: Iterable[pc.Expression | None]) -> pc.Expression | None:

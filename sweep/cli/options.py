@@ -25,15 +25,31 @@ from sweep.errors import InputError, InputWarning
 EXIT_INPUT = 2
 
 
+#: The parameters whose flag is not ``--`` and their name with ``-`` for ``_``: the library's
+#: names (:mod:`sweep.api`, :mod:`sweep.answers.query`) against the commands' spellings.
+FLAGS: dict[str, str] = {
+    "k": "-k",
+    "out": "-o",
+    "B": "--global-batch",
+    "minimize": "--min",
+    "maximize": "--max",
+    "confirm": "--yes",
+    "space_check": "--no-space-check",
+    "quality": "--quality-weight",
+}
+
+
 def flag(name: str) -> str:
-    """The command-line flag of parameter ``name``: ``--`` and ``_`` written ``-`` (``--global-batch``)."""
-    return "--" + name.replace("_", "-")
+    """The command-line flag of parameter ``name``: :data:`FLAGS`' spelling, else ``--`` and
+    ``_`` written ``-`` (``--global-batch``)."""
+    return FLAGS.get(name) or "--" + name.replace("_", "-")
 
 
 def flagged(text: str, params: Iterable[str]) -> str:
-    """``text`` with the first standalone mention of each parameter written as its flag."""
+    """``text`` with the first standalone mention of each parameter written as its flag (a quoted
+    name is a column or a value, not the parameter)."""
     for name in params:
-        text = re.sub(rf"(?<![\w.+/-]){re.escape(name)}(?![\w-])", flag(name), text, count=1)
+        text = re.sub(rf"(?<![\w.+/'`-]){re.escape(name)}(?![\w'`-])", flag(name), text, count=1)
     return text
 
 

@@ -40,7 +40,9 @@ def validate(csv_path, machine_spec, sets, strict, out, plot_path, summary_only)
     Prints each row's ratio predicted/measured (the paper's projection
     accuracy) and symmetric accuracy min/max, then their mean per (model,
     strategy) and overall. Each row is predicted on its `machine` column's
-    profile, or on --machine for all. In float64.
+    profile, or on --machine for all. In float64. A setting left empty (not
+    published) is predicted with its fastest feasible legal value, shown in
+    the table (docs/trust.md).
 
     \b
     Example:

@@ -7,20 +7,27 @@ One row per measured configuration (format in docs/trust.md)::
 A row may give a column per own axis of the strategy registry
 (:data:`kernels.strategies.registry.OWN_AXES`; data+tensor+pipeline's ``tp``,
 ``pp``, ``recompute`` = none | selective | full, ``zero``, ``vp``, ``sp``,
-``precision`` = bf16 | fp8, docs/model.md §16), the default where absent or
-empty; a strategy ignores the axes it does not own. data+tensor+pipeline takes
-S = 1 when it is absent.
+``precision`` = bf16 | fp8, docs/model.md §16); a strategy ignores the axes it
+does not own. An absent column is the axis's default; an **empty cell** means
+"not published": the run keeps the axis in :attr:`Run.unpublished`, and
+:func:`sweep.trust.unpublished.fill` (which ``sweep validate`` and ``sweep
+calibrate`` call) predicts it with the fastest feasible legal value, since a
+published run was tuned. data+tensor+pipeline takes S = 1 when it is absent.
 
-``model``, ``strategy``, ``p``, ``b`` and ``iter_time_s`` are required;
+``model``, ``strategy``, ``p``, ``iter_time_s`` and the batch (``b``, or
+``global_batch``) are required. The batch is ``b`` samples per data-parallel
+replica, as everywhere, or as published LLM runs state it: ``global_batch``,
+``b = global_batch / p1`` over the p1 replicas, and ``micro_batch``, ``S = b /
+micro_batch`` (where ``b`` or ``S`` is empty or absent; docs/model.md §2).
 ``p2`` and ``S`` may be absent or empty (the defaults of docs/model.md §2: p2 =
 gpus_per_node for the hybrids, S = p for pipeline); ``machine`` may be absent
 when the caller names the machine for every row. Other columns are kept as
-text and ignored. ``b`` is samples per data-parallel replica, as everywhere.
+text and ignored.
 
 A bad row (unknown model or strategy, p not divisible by p2, a time <= 0, a
 configuration that cannot exist: tp x pp not dividing p, tp not dividing the
-heads, pp beyond the layers, S not dividing b, :func:`~sweep.inputs.configs.impossible`)
-is reported with its line number: collected in :attr:`Measurements.skipped`,
+heads, pp beyond the layers, S not dividing b, :func:`~sweep.inputs.configs.impossible`,
+or a global batch or micro-batch that does not divide) is reported with its line number: collected in :attr:`Measurements.skipped`,
 or raised as an :class:`~sweep.errors.InputError` with ``strict=True``. A bad
 file (missing, no header, a required column missing, no usable row: then with
 every row's reason) is always an error.
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernels.strategies.registry import OWN_AXES, REGISTRY
@@ -50,12 +57,16 @@ from sweep.inputs.configs import (
 from sweep.inputs.machines import MachineProfile, load_machine
 from sweep.inputs.models import load_model
 
-#: Columns every measured-run file must have.
-REQUIRED: tuple[str, ...] = ("model", "strategy", "p", "b", "iter_time_s")
+#: Columns every measured-run file must have (and the batch: :data:`BATCH`).
+REQUIRED: tuple[str, ...] = ("model", "strategy", "p", "iter_time_s")
+#: The batch: samples per replica, or the global batch (one of them is required).
+BATCH: tuple[str, ...] = ("b", "global_batch")
 #: Columns read when present; any other column is kept as text and ignored.
 OPTIONAL: tuple[str, ...] = (
     "p2",
     "S",
+    *BATCH,
+    "micro_batch",
     "machine",
     "iter_time_std_s",
     "t_comp_s",
@@ -82,6 +93,9 @@ class Run:
     t_comm_s: float | None = None
     fields: dict[str, str] = field(default_factory=dict, compare=False)  # every column as written
     own: Own = NO_OWN  # the strategy's own axes (registry), codes
+    #: Own axes whose cell is empty (not published): :func:`sweep.trust.unpublished.fill` sets
+    #: them to the fastest feasible legal value; until then they hold their default.
+    unpublished: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -222,9 +236,19 @@ def _read_header(reader, path: Path, machine: MachineProfile | None) -> tuple[st
         raise InputError(f"column '{dupes[0]}' appears twice in the header", where(path, 1))
     for name in REQUIRED:
         if name not in columns:
-            raise InputError(f"missing column '{name}' (required: {', '.join(REQUIRED)})", where(path, 1))
+            raise InputError(
+                f"missing column '{name}' (required: {', '.join(REQUIRED)} and b or global_batch)",
+                where(path, 1),
+            )
+    if not any(name in columns for name in BATCH):
+        raise InputError(
+            "missing column 'b' or 'global_batch': the samples per replica, or per iteration",
+            where(path, 1),
+        )
     if machine is None and "machine" not in columns:
-        raise InputError("no 'machine' column: name the machine of every row (--machine)", where(path, 1))
+        raise InputError(
+            "no 'machine' column: give one machine for every row", where(path, 1), param="machine"
+        )
     return columns
 
 
@@ -278,15 +302,9 @@ class _RowChecker:
             raise _Bad("empty machine")
         profile = self.profile_of(machine_name)
         p = _whole(values["p"], "p")
-        b = _whole(values["b"], "b")
-        s_text = values.get("S", "")
-        p2, S = _p2_and_S(strategy, p, values.get("p2", ""), s_text, profile)
         if not uses(strategy, "p") and p != 1:
             raise _Bad(f"{strategy} needs p = 1, got {p}")
-        own = _own(strategy, values)
-        # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
-        written = own_values(strategy, p, b, p2, S, own)
-        p2, S = written.p2, int(written.S)
+        own, unpublished = _own(strategy, values)
         time = _seconds(values["iter_time_s"], "iter_time_s", positive=True)
         extra = {
             name: _seconds(values[name], name, positive=False) if values.get(name) else None
@@ -296,20 +314,62 @@ class _RowChecker:
         self.machine_of[machine_name] = key
         if (key, model_name) not in self.bounds:
             self.bounds[(key, model_name)] = Bound.of(model, profile)  # type: ignore[arg-type]
-        why = impossible(strategy, self.bounds[(key, model_name)].net, p, b, S, own)
-        if why:
-            raise _Bad(f"no such configuration: {why}")
-        return Run(
-            line, model_name, strategy, machine_name, p, b, p2, S, time, **extra, fields=values, own=own
-        )
+        run = Run(
+            line, model_name, strategy, machine_name, p, 1, 1, 1, time, extra["iter_time_std_s"],
+            extra["t_comp_s"], extra["t_comm_s"], fields=values, own=own, unpublished=unpublished,
+        )  # fmt: skip
+        settled = configured(run, own, self.bounds[(key, model_name)])
+        if isinstance(settled, str):
+            if not unpublished:
+                raise _Bad(settled)
+            # not at the defaults: fill tries every legal value of the unpublished axes
+            return replace(run, b=1, p2=default_p2(profile), S=1, own=own)
+        return settled
 
 
-def _own(strategy: str, values: dict[str, str]) -> Own:
-    """The row's own axes of ``strategy`` (its registry entry), codes; defaults where empty."""
+def configured(run: Run, own: Own, bound: Bound) -> Run | str:
+    """``run`` with the own axes ``own`` and the batch its row states (``b``, or ``global_batch``
+    over the replicas that ``own`` gives, and ``S`` or ``micro_batch``), or why no such
+    configuration exists (the batch does not divide, :func:`~sweep.inputs.configs.impossible`)."""
+    values, strategy, p = run.fields, run.strategy, run.p
+    try:
+        p2, S = _p2_and_S(strategy, p, values.get("p2", ""), values.get("S", ""), bound.profile)
+        if values.get("b"):
+            b = _whole(values["b"], "b")
+        elif values.get("global_batch"):
+            big = _whole(values["global_batch"], "global_batch")
+            p1 = int(own_values(strategy, p, 1, p2, S, own).p1)
+            if big % p1:
+                return f"global_batch = {big} does not divide among p1 = {p1} replicas"
+            b = big // p1
+        else:
+            raise _Bad("empty b and global_batch: give the samples per replica, or per iteration")
+        if values.get("micro_batch") and not values.get("S") and uses(strategy, "S"):
+            mb = _whole(values["micro_batch"], "micro_batch")
+            if b % mb:
+                return f"micro_batch = {mb} does not divide b = {b} samples per replica"
+            S = b // mb
+    except _Bad as bad:
+        return str(bad)
+    # the strategy's own p2 and S (docs/model.md §2); a column it does not use is ignored
+    written = own_values(strategy, p, b, p2, S, own)
+    p2, S = written.p2, int(written.S)
+    why = impossible(strategy, bound.net, p, b, S, own)
+    if why:
+        return f"no such configuration: {why}"
+    return replace(run, b=b, p2=p2, S=S, own=own)
+
+
+def _own(strategy: str, values: dict[str, str]) -> tuple[Own, tuple[str, ...]]:
+    """The row's own axes of ``strategy`` (its registry entry), codes, defaults where absent or
+    empty; and the axes whose cell is empty (a column present: not published)."""
     given = {}
+    unpublished = []
     for axis in REGISTRY[strategy].own:
         text = values.get(axis.name, "")
         if not text:
+            if axis.name in values:
+                unpublished.append(axis.name)
             continue
         try:
             given[axis.name] = axis.code(
@@ -317,7 +377,7 @@ def _own(strategy: str, values: dict[str, str]) -> Own:
             )
         except ValueError as err:
             raise _Bad(str(err)) from None
-    return Own(**given)
+    return Own(**given), tuple(unpublished)
 
 
 def _number(text: str, name: str) -> float:

@@ -41,21 +41,24 @@ def check(plan: Plan, level: float, columns: Sequence[str] | None, sharded: bool
     """Refuse, before anything runs, a level outside (0, 1), a machine without a ``[calibration]``
     table, ``--columns`` without what the interval needs, and ``--shard``."""
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise InputError(f"--interval must be a level in (0, 1), e.g. 0.8; got {level!r}")
+        raise InputError(f"interval must be a level in (0, 1), e.g. 0.8; got {level!r}", param="interval")
     for profile in plan.machines.values():
         if profile.posterior is None:
             raise InputError(
-                f"--interval needs a calibrated machine (a [calibration] table, written by sweep "
-                f"calibrate): machine '{profile.name}' has none"
+                f"interval needs a calibrated machine (a [calibration] table, written by sweep "
+                f"calibrate): machine '{profile.name}' has none",
+                param="interval",
             )
         posterior_params(profile)  # its names are checked as a fit's would be
     if sharded:
-        raise InputError("--interval cannot be given to a --shard run")
+        raise InputError("interval cannot be given to a shard run", param=("interval", "shard"))
     if columns is not None:
         job = plan.jobs[0]
         missing = [c for c in (*NEEDED, *job.extra_columns, *job.machine_axes) if c not in columns]
         if missing:
-            raise InputError(f"--interval needs the column '{missing[0]}': add it to --columns")
+            raise InputError(
+                f"interval needs the column '{missing[0]}': add it to columns", param=("interval", "columns")
+            )
 
 
 def annotate(folder: Path, plan: Plan, level: float) -> int:
@@ -63,7 +66,7 @@ def annotate(folder: Path, plan: Plan, level: float) -> int:
     and record the level in its manifest; returns the part files rewritten."""
     doc = store.read_manifest(folder)
     if doc is None or not doc.get("complete"):
-        raise InputError("--interval: the run is not complete", str(folder))
+        raise InputError("interval: the run is not complete", str(folder), param="interval")
     schema = store.Schema.from_json(doc["schema"])
     options: dict[str, object] = {
         "compression": doc.get("compression") or "zstd",
@@ -89,8 +92,9 @@ def annotate(folder: Path, plan: Plan, level: float) -> int:
         )
     except OSError as err:
         raise InputError(
-            f"--interval stopped: {err.strerror or err}; rerun with --resume --interval to finish",
+            f"interval stopped: {err.strerror or err}; rerun it with resume to finish",
             str(folder),
+            param=("interval", "resume"),
         ) from None
     return rewritten
 

@@ -157,7 +157,7 @@ def calibrate(
         problem = Problem(meas, profile, params, settings)
         for p, ok in zip(problem.params, problem.effective, strict=True):
             if not ok:
-                raise InputError(f"--fit {p.name}: affects none of the {n} measured runs")
+                raise InputError(f"fit {p.name}: affects none of the {n} measured runs", param="fit")
         structure = Structure("explicit", ("explicit",))
         free = np.ones(len(params), bool)
     if best is not None:

@@ -237,7 +237,7 @@ def make_folds(meas: Measurements, cv: str | int) -> list[np.ndarray]:
         return [np.asarray([r.model == m for r in meas.runs]) for m in models]
     k = int(cv)
     if k < 2:
-        raise InputError(f"--cv needs at least 2 folds, got {k}")
+        raise InputError(f"cv needs at least 2 folds, got {k}", param="cv")
     k = min(k, n)
     order = np.random.default_rng(0).permutation(n)
     out = []

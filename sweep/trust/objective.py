@@ -93,15 +93,15 @@ class Settings:
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
-            raise InputError(f"--loss: unknown loss '{self.loss}' (known: {', '.join(LOSSES)})")
-        for name, value in (("--loss-scale", self.scale), ("--prior-scale", self.prior_scale)):
+            raise InputError(f"loss: unknown loss '{self.loss}' (known: {', '.join(LOSSES)})", param="loss")
+        for name, value in (("loss_scale", self.scale), ("prior_scale", self.prior_scale)):
             if not (math.isfinite(value) and value > 0):
-                raise InputError(f"{name} must be a number > 0, got {value:g}")
+                raise InputError(f"{name} must be a number > 0, got {value:g}", param=name)
         if not self.spread_ref > 0:
             raise InputError(f"the spread reference must be > 0, got {self.spread_ref:g}")
         for key, value in self.quality.items():
             if not (math.isfinite(value) and value >= 0):
-                raise InputError(f"--quality-weight {key}: must be a number >= 0, got {value:g}")
+                raise InputError(f"quality {key}: must be a number >= 0, got {value:g}", param="quality")
 
 
 def parse_quality(items: str | Sequence[str] | None) -> dict[str, float]:
@@ -120,7 +120,7 @@ def parse_quality(items: str | Sequence[str] | None) -> dict[str, float]:
         except ValueError:
             sep = ""
         if not sep or not key.strip():
-            raise InputError(f"--quality-weight expects QUALITY=WEIGHT, got '{item}'")
+            raise InputError(f"quality expects QUALITY=WEIGHT, got '{item}'", param="quality")
     return out
 
 

@@ -167,45 +167,52 @@ def _make_param(name: str, profile: MachineProfile, bounds: tuple[float, float] 
     if name.startswith("overheads."):
         strategy, _, term = name[len("overheads.") :].rpartition(".")
         if strategy not in STRATEGIES:
-            raise InputError(f"--fit {name}: unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+            raise InputError(
+                f"fit {name}: unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})", param="fit"
+            )
         if term in ADDITIVE_TERMS:
             lo, hi = bounds or ADDITIVE_BOUNDS[term]
             if not 0 <= lo < hi or not math.isfinite(hi):
-                raise InputError(f"--fit {name}: bounds must be 0 <= LO < HI seconds, got {lo:g}:{hi:g}")
+                raise InputError(
+                    f"fit {name}: bounds must be 0 <= LO < HI seconds, got {lo:g}:{hi:g}", param="fit"
+                )
             return Param(name, float(lo), float(hi), 0.0, ADDITIVE_FLOOR[term])
         if term not in OVERHEAD_TERMS and term not in TIES:
             known = ", ".join((*OVERHEAD_TERMS, *TIES, *ADDITIVE_TERMS))
-            raise InputError(f"--fit {name}: unknown term '{term}' (known: {known})")
+            raise InputError(f"fit {name}: unknown term '{term}' (known: {known})", param="fit")
         start = 1.0  # on top of the profile's own overheads, which stay as they are
         lo, hi = bounds or OVERHEAD_BOUNDS
     elif name.startswith("collective."):
         if name[len("collective.") :] not in (*COMM_TERMS, "comm"):
-            raise InputError(f"--fit {name}: unknown collective (known: {', '.join((*COMM_TERMS, 'comm'))})")
+            raise InputError(
+                f"fit {name}: unknown collective (known: {', '.join((*COMM_TERMS, 'comm'))})", param="fit"
+            )
         start, (lo, hi) = 1.0, bounds or OVERHEAD_BOUNDS
     elif name.startswith("model."):
         if model_of(name) is None:
-            raise InputError(f"--fit {name}: a model's compute scale is model.<name>.compute")
+            raise InputError(f"fit {name}: a model's compute scale is model.<name>.compute", param="fit")
         start, (lo, hi) = 1.0, bounds or MODEL_BOUNDS
     else:
         if name in NOT_FITTABLE:
-            raise InputError(f"--fit {name}: cannot be fitted: {NOT_FITTABLE[name]}")
+            raise InputError(f"fit {name}: cannot be fitted: {NOT_FITTABLE[name]}", param="fit")
         if name not in SCALAR_PARAMS:
             known = ", ".join(p for p in SCALAR_PARAMS if p not in NOT_FITTABLE)
             raise InputError(
-                f"--fit {name}: unknown parameter (machine: {known}; overheads.<strategy>.<term>, "
-                "collective.<term>, model.<name>.compute)"
+                f"fit {name}: unknown parameter (machine: {known}; overheads.<strategy>.<term>, "
+                "collective.<term>, model.<name>.compute)",
+                param="fit",
             )
         start = profile.value(name)
         if bounds is None and start <= 0:
-            raise InputError(f"--fit {name}: its value is {start:g}; give bounds as {name}=LO:HI")
+            raise InputError(f"fit {name}: its value is {start:g}; give bounds as {name}=LO:HI", param="fit")
         lo, hi = bounds or (start / MACHINE_SPAN, start * MACHINE_SPAN)
         if name == "efficiency" or name.startswith("efficiency_"):  # fractions of peak (docs/model.md §3)
             if bounds is None:
                 hi = min(hi, 1.0)
             if not 0 < lo < hi <= 1:
-                raise InputError(f"--fit {name}: bounds must lie in (0, 1], got {lo:g}:{hi:g}")
+                raise InputError(f"fit {name}: bounds must lie in (0, 1], got {lo:g}:{hi:g}", param="fit")
     if not 0 < lo < hi or not math.isfinite(hi):
-        raise InputError(f"--fit {name}: bounds must be 0 < LO < HI, got {lo:g}:{hi:g}")
+        raise InputError(f"fit {name}: bounds must be 0 < LO < HI, got {lo:g}:{hi:g}", param="fit")
     if start <= 0:
         start = math.sqrt(lo * hi)
     return Param(name, float(lo), float(hi), float(start))
@@ -229,12 +236,12 @@ def parse_fit(items: str | Sequence[str], profile: MachineProfile) -> list[Param
             except ValueError:
                 bounds = None
             if not colon or bounds is None:
-                raise InputError(f"--fit expects NAME or NAME=LO:HI, got '{item}'")
+                raise InputError(f"fit expects NAME or NAME=LO:HI, got '{item}'", param="fit")
         if any(p.name == name for p in out):
-            raise InputError(f"--fit {name}: named twice")
+            raise InputError(f"fit {name}: named twice", param="fit")
         out.append(make_param(name, profile, bounds))
     if not out:
-        raise InputError("--fit names no parameter")
+        raise InputError("fit names no parameter", param="fit")
     return out
 
 

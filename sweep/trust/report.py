@@ -22,6 +22,7 @@ from sweep.inputs.measured import Measurements, read_measurements
 from sweep.output import store
 from sweep.trust.calibrate import Calibration, transferred
 from sweep.trust.rankings import ranking_lines, rankings
+from sweep.trust.unpublished import chosen
 from sweep.trust.validation import Predictions, Summary, summarize, summary_lines, symmetric_accuracy
 
 
@@ -32,14 +33,22 @@ def read_runs(
     strict: bool = False,
 ) -> tuple[Measurements, MachineProfile | None, list[str]]:
     """The runs of a measured-run CSV, the machine they are all predicted on (None: each run's
-    own), and the warnings a reader should see (bad rows skipped, runs of another machine)."""
+    own), and the warnings a reader should see (bad rows skipped, runs of another machine).
+    Settings a run does not publish (empty cells) take their fastest feasible legal value
+    (:func:`sweep.trust.unpublished.fill`)."""
     profile = None
     if machine is not None:
         base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
         profile = base.with_overrides(dict(sets or {}))
     elif sets:
-        raise InputError("--set needs --machine")
+        raise InputError("set needs machine", param=("set", "machine"))
     meas = read_measurements(path, machine=profile, strict=strict)
+    if any(run.unpublished for run in meas.runs):
+        from sweep.engine import backend
+        from sweep.trust.unpublished import fill
+
+        with backend.computation(x64=True):
+            meas = fill(meas, strict)
     warnings = [f"{message} (row skipped)" for message in meas.messages()]
     if meas.skipped:
         warnings.append(f"{len(meas.skipped)} bad rows skipped; --strict makes them errors")
@@ -99,20 +108,25 @@ class Validation:
     def row_lines(self) -> list[str]:
         """A header, then per run: measured and predicted time, ratio and symmetric accuracy."""
         head = "   80% interval, s  " if self.interval is not None else ""
+        runs = self.measurements.runs
+        m = max([14, *(len(r.model) for r in runs)])
+        s = max([13, *(len(r.strategy) for r in runs)])
+        taken = [chosen(r) for r in runs]
+        tail = "  chosen (not published)" if any(taken) else ""
         lines = [
-            f"{'line':>5} {'model':<14} {'strategy':<13} {'p':>5} {'b':>5} {'p2':>3} {'S':>5} "
-            f"{'measured_s':>11} {'predicted_s':>11} {head}{'ratio':>7} {'accuracy':>8}  limit_reason"
+            f"{'line':>5} {'model':<{m}} {'strategy':<{s}} {'p':>5} {'b':>5} {'p2':>3} {'S':>5} "
+            f"{'measured_s':>11} {'predicted_s':>11} {head}{'ratio':>7} {'accuracy':>8}  limit_reason{tail}"
         ]
         pred = self.predictions
-        for i, (run, t_pred, limit) in enumerate(
-            zip(self.measurements.runs, pred.t_iter_s, pred.limit_reason, strict=True)
-        ):
+        width = max(len("limit_reason"), *(len(x or "-") for x in pred.limit_reason))
+        for i, (run, t_pred, limit) in enumerate(zip(runs, pred.t_iter_s, pred.limit_reason, strict=True)):
             acc = float(symmetric_accuracy(t_pred, run.iter_time_s))
             iv = f" [{self.interval[0][i]:>8.4g}, {self.interval[1][i]:>8.4g}]" if self.interval else ""
+            end = f"{limit or '-':<{width}}  {taken[i]}" if tail else f"{limit or '-'}"
             lines.append(
-                f"{run.line:>5} {run.model:<14} {run.strategy:<13} {run.p:>5} {run.b:>5} {run.p2:>3} "
+                f"{run.line:>5} {run.model:<{m}} {run.strategy:<{s}} {run.p:>5} {run.b:>5} {run.p2:>3} "
                 f"{run.S:>5} {run.iter_time_s:>11.5g} {t_pred:>11.5g}{iv} {t_pred / run.iter_time_s:>7.3f} "
-                f"{acc:>8.3f}  {limit or '-'}"
+                f"{acc:>8.3f}  {end.rstrip()}"
             )
         return lines
 
@@ -288,7 +302,7 @@ def check_toml_path(path: str | Path) -> None:
     """A machine file to write: a ``.toml`` in a folder that exists."""
     path = Path(path)
     if path.suffix != ".toml":
-        raise InputError("-o must end in .toml", str(path))
+        raise InputError("out must end in .toml", str(path), param="out")
     if not path.parent.is_dir():
         raise InputError("no such folder", str(path.parent))
 

@@ -35,6 +35,8 @@ from sweep.output import store
 
 #: Columns added to the input columns in a validation table.
 ADDED_COLUMNS: tuple[str, ...] = ("pred_iter_s", "ratio", "accuracy")
+#: Added before them where a run did not publish a setting: the values taken (``recompute=full``).
+CHOSEN = "chosen"
 
 
 @dataclass(frozen=True)
@@ -164,15 +166,17 @@ def summarize(meas: Measurements, pred_s: Sequence[float] | np.ndarray) -> list[
 def summary_lines(rows: Sequence[Summary], extra: Mapping[str, Sequence[float]] | None = None) -> list[str]:
     """A text table of summaries; ``extra`` adds columns of mean accuracies (one per summary)."""
     extra = extra or {}
+    m = max([14, *(len(s.model) for s in rows)])  # as wide as the longest name: aligned columns
+    w = max([13, *(len(s.strategy) for s in rows)])
     head = (
-        f"{'model':<14} {'strategy':<13} {'n':>4} {'mean ratio':>10} {'acc min':>8} {'acc max':>8} "
+        f"{'model':<{m}} {'strategy':<{w}} {'n':>4} {'mean ratio':>10} {'acc min':>8} {'acc max':>8} "
         f"{'acc mean':>8}" + "".join(f" {k:>{max(8, len(k))}}" for k in extra)
     )
     lines = [head]
     for i, s in enumerate(rows):
         cells = "".join(f" {_fmt(v[i]):>{max(8, len(k))}}" for k, v in extra.items())
         lines.append(
-            f"{s.model:<14} {s.strategy:<13} {s.n:>4} {_fmt(s.mean_ratio, 4):>10} {_fmt(s.acc_min):>8} "
+            f"{s.model:<{m}} {s.strategy:<{w}} {s.n:>4} {_fmt(s.mean_ratio, 4):>10} {_fmt(s.acc_min):>8} "
             f"{_fmt(s.acc_max):>8} {_fmt(s.acc_mean):>8}{cells}"
         )
     return lines
@@ -183,12 +187,15 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 
 def table_columns(meas: Measurements, pred_s: Sequence[float] | np.ndarray) -> dict[str, list]:
-    """Every input column (as written) plus ``pred_iter_s``, ``ratio`` and ``accuracy``, per run."""
+    """Every input column (as written) plus ``pred_iter_s``, ``ratio`` and ``accuracy``, per run;
+    where a run did not publish a setting, :data:`CHOSEN` before them."""
     pred = np.asarray(pred_s, np.float64)
     t = np.asarray([r.iter_time_s for r in meas.runs])
     out: dict[str, list] = {
-        c: [r.fields[c] for r in meas.runs] for c in meas.columns if c not in ADDED_COLUMNS
+        c: [r.fields[c] for r in meas.runs] for c in meas.columns if c not in (*ADDED_COLUMNS, CHOSEN)
     }
+    if any(r.unpublished for r in meas.runs):  # the values taken for settings not published
+        out[CHOSEN] = [" ".join(f"{a}={r.fields[a]}" for a in r.unpublished) for r in meas.runs]
     out["pred_iter_s"] = pred.tolist()
     out["ratio"] = (pred / t).tolist()
     out["accuracy"] = symmetric_accuracy(pred, t).tolist()
@@ -229,7 +236,7 @@ def write_table(meas: Measurements, pred_s: Sequence[float] | np.ndarray, out: s
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            arrays = {k: (v if k in ADDED_COLUMNS else _typed(v)) for k, v in columns.items()}
+            arrays = {k: (v if k in (*ADDED_COLUMNS, CHOSEN) else _typed(v)) for k, v in columns.items()}
             pq.write_table(pa.table(arrays), tmp)
     return out
 

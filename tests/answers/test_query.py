@@ -335,6 +335,43 @@ def test_where_errors_are_one_line(text, message):
     assert "\n" not in str(err.value)
 
 
+CATEGORICAL = pa.schema([("strategy", pa.string()), ("recompute", pa.string()), ("p", pa.int64())])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "recompute == 'selectve'",
+        "'selectve' == recompute",
+        "recompute != 'selectve'",
+        "recompute in ('none', 'selectve')",
+        "p > 1 and recompute not in ('selectve')",
+    ],
+)
+def test_where_refuses_a_name_a_categorical_column_cannot_hold(text):
+    """Issue 38, defect 5: a misspelt setting matched no row, 0 rows and no word. The legal
+    names are the registry's: recompute is one of none, selective, full."""
+    with pytest.raises(InputError) as err:
+        parse_where(text, CATEGORICAL)
+    assert "recompute is one of none, selective, full" in str(err.value)
+    assert "'selectve'" in str(err.value) and err.value.param == ("where",)
+
+
+def test_where_refuses_an_unknown_strategy_and_keeps_legal_names():
+    with pytest.raises(InputError, match=r"strategy is one of serial, data, .*'data\+fliter'"):
+        parse_where("strategy == 'data+fliter'", CATEGORICAL)
+    parse_where("recompute in ('none', 'selective') and strategy == 'data+tensor+pipeline'", CATEGORICAL)
+
+
+def test_where_of_the_api_and_the_cli_refuse_a_name_no_row_holds(small):
+    with pytest.raises(InputError, match="strategy is one of"):
+        sweep.open(small).where("strategy == 'dta'")
+    result = _run("top", str(small), "--by", "t_epoch_s", "--where", "strategy == 'dta'")
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --where: strategy is one of serial, data")
+    assert len(result.output.splitlines()) == 1
+
+
 def test_where_pushdown_skips_row_groups(where_data):
     folder, rows = where_data
     stats = query.ScanStats()
@@ -359,8 +396,9 @@ def test_query_errors(small, tmp_path):
         query.top(small, "strategy")
     with pytest.raises(InputError, match="at least one objective"):
         query.pareto(small)
-    with pytest.raises(InputError, match="--per: unknown column"):
+    with pytest.raises(InputError, match=r"^per: unknown column") as err:
         query.best(small, per="q")
+    assert err.value.param == ("per",)
     with pytest.raises(InputError, match="no such file"):
         sweep.open(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
@@ -369,7 +407,7 @@ def test_query_errors(small, tmp_path):
     (tmp_path / "junk.parquet").write_text("not parquet")
     with pytest.raises(InputError, match="not a readable Parquet"):
         sweep.open(tmp_path / "junk.parquet")
-    with pytest.raises(InputError, match="-k must be >= 1"):
+    with pytest.raises(InputError, match=r"^k must be a whole number >= 1, got 0"):
         query.top(small, "t_epoch_s", 0)
 
 

@@ -191,3 +191,56 @@ def test_required_columns_are_documented():
     doc = trust_doc()
     for column in (*REQUIRED, "p2", "S", "machine", "iter_time_std_s", "t_comp_s", "t_comm_s"):
         assert f"`{column}`" in doc
+
+
+# ------------------------------------------- issue 38, defect 11: the batch as LLM runs publish it
+
+#: Korthikanti et al. 2022 (megatron_selene_public.csv line 2): the 22B model on 8 A100s, tp 8,
+#: pp 1, b 4, S 1, full recomputation, 1.42 s; and the same run stated as published LLM runs
+#: state it: global batch = b x p1 = 4 x (8 / (8 x 1)) = 4, micro-batch = b / S = 4.
+SELENE_22B = "gpt-l48-h6144-a64-s2048-v51200,data+tensor+pipeline,8,8,1"
+GPT_HEADER = "model,strategy,p,tp,pp,global_batch,micro_batch,recompute,zero,sp,vp,machine,iter_time_s"
+
+
+def test_global_and_micro_batch_give_b_and_S(tmp_path):
+    path = write(
+        tmp_path,
+        GPT_HEADER,
+        f"{SELENE_22B},4,4,full,0,0,1,selene,1.42",
+        # NeMo's GPT-3 175B on 128 H100s (published_h100_public.csv line 4): tp 4, pp 8, so
+        # p1 = 128 / 32 = 4 replicas, b = 256 / 4 = 64 and S = 64 / micro-batch 1 = 64
+        "gpt3-175b,data+tensor+pipeline,128,4,8,256,1,selective,1,1,6,dgx-h100,5.642",
+    )
+    meas = read_measurements(path)
+    assert [(r.b, r.S) for r in meas.runs] == [(4, 1), (64, 64)]
+    assert not meas.skipped and all(r.unpublished == () for r in meas.runs)
+
+
+def test_a_global_batch_that_does_not_divide_skips_the_row(tmp_path):
+    path = write(
+        tmp_path,
+        GPT_HEADER,
+        f"{SELENE_22B},4,4,full,0,0,1,selene,1.42",
+        # p1 = 128 / 32 = 4 replicas cannot share 250 samples; micro-batch 3 does not divide b = 4
+        "gpt3-175b,data+tensor+pipeline,128,4,8,250,1,selective,1,1,6,dgx-h100,5.642",
+        f"{SELENE_22B},4,3,full,0,0,1,selene,1.42",
+    )
+    meas = read_measurements(path)
+    assert [s.line for s in meas.skipped] == [3, 4]
+    assert "global_batch = 250 does not divide among p1 = 4 replicas" in meas.skipped[0].reason
+    assert "micro_batch = 3 does not divide b = 4" in meas.skipped[1].reason
+
+
+def test_an_empty_own_axis_cell_is_unpublished_and_an_absent_column_the_default(tmp_path):
+    path = write(tmp_path, GPT_HEADER, f"{SELENE_22B},4,4,,0,0,1,selene,1.42")
+    [run] = read_measurements(path).runs
+    assert run.unpublished == ("recompute",)
+    header = "model,strategy,p,tp,pp,b,S,machine,iter_time_s"
+    [run] = read_measurements(write(tmp_path, header, f"{SELENE_22B},4,1,selene,1.42", name="b.csv")).runs
+    assert run.unpublished == () and run.own.recompute == 0  # absent: the default, none
+
+
+def test_a_file_needs_b_or_global_batch(tmp_path):
+    path = write(tmp_path, "model,strategy,p,machine,iter_time_s", "resnet50,data,8,abci,0.2")
+    with pytest.raises(InputError, match="missing column 'b' or 'global_batch'"):
+        read_measurements(path)

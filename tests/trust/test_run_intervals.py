@@ -209,7 +209,7 @@ def test_a_stopped_pass_is_finished_by_resume(spec, tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(annotate.store, "write_parquet", flaky)
-    with pytest.raises(InputError, match="No space left on device; rerun with --resume --interval to finish"):
+    with pytest.raises(InputError, match="No space left on device; rerun it with resume to finish"):
         api.run(spec, out, x64=True, resume=True, interval=0.8)
     monkeypatch.undo()
     parts = sorted(out.glob("part-*.parquet"))
