@@ -70,7 +70,11 @@ def bound(key: Hashable, held: tuple[Any, ...], make: Callable[[], Any]) -> Any:
     """The kept value of ``key`` whose held objects are ``held`` (the very ones), else ``make()``,
     kept. ``make`` raising keeps nothing."""
     entry = _bound.get(key)
-    if entry is not None and len(entry[0]) == len(held) and all(a is b for a, b in zip(entry[0], held, strict=True)):
+    if (
+        entry is not None
+        and len(entry[0]) == len(held)
+        and all(a is b for a, b in zip(entry[0], held, strict=True))
+    ):
         _bound.move_to_end(key)
         return entry[1]
     value = make()
