@@ -91,19 +91,27 @@ def bind(
     set: Sets = None,
     lc: str | None = None,
 ) -> Bound:
-    """A model bound to a machine (with ``set`` overrides), loaded by name or path if need be.
+    """A model bound to a machine (with ``set`` overrides), loaded by name or path if need be;
+    the last few are kept per process (:mod:`sweep.inputs.kept`), so calling again is cheap.
 
     >>> bound = sweep.api.bind("resnet50", "abci", set={"inter_bandwidth_Bps": 25e9})
     """
     arguments(locals())
+    from sweep.inputs import kept
     from sweep.inputs.configs import Bound
     from sweep.inputs.layers import Model
     from sweep.inputs.machines import MachineProfile, load_machine
     from sweep.inputs.models import load_model
 
-    base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
-    loaded = model if isinstance(model, Model) else load_model(model, lc=lc)
-    return Bound.of(loaded, base.with_overrides(dict(set or {})))
+    def make() -> Bound:
+        base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
+        loaded = model if isinstance(model, Model) else load_model(model, lc=lc)
+        return Bound.of(loaded, base.with_overrides(dict(set or {})))
+
+    # kept per process (sweep.inputs.kept): a loop of calls on one model and machine binds once
+    (m, held_m), (k, held_k) = kept.spec_key(model), kept.spec_key(machine)
+    lc_key, _ = kept.spec_key(lc) if lc is not None else (None, ())
+    return kept.bound((m, k, lc_key, kept.sets_key(set)), (*held_m, *held_k), make)
 
 
 def estimate(

@@ -162,6 +162,50 @@ def jitted(ev: Evaluator) -> Callable[..., tuple[Cost, Derived]]:
     return jax.jit(ev)
 
 
+#: Evaluators and their device inputs kept for the last bound models (:func:`kept_evaluator`).
+_KEPT_INPUTS: dict[tuple, tuple[Bound, Evaluator, Inputs]] = {}
+
+
+def kept_evaluator(bound: Bound, strategy: str, dtype) -> tuple[Evaluator, Inputs]:
+    """:meth:`Evaluator.of` ``bound``, kept while ``bound`` is the same object (the API keeps
+    bound models, :mod:`sweep.inputs.kept`): the device copy of a large net is made once."""
+    key = (id(bound), strategy, np.dtype(dtype).name)
+    entry = _KEPT_INPUTS.get(key)
+    if entry is not None and entry[0] is bound:
+        return entry[1], entry[2]
+    ev, inputs = Evaluator.of(bound, strategy, dtype=dtype)
+    if len(_KEPT_INPUTS) >= 16:
+        _KEPT_INPUTS.pop(next(iter(_KEPT_INPUTS)))
+    _KEPT_INPUTS[key] = (bound, ev, inputs)
+    return ev, inputs
+
+
+@functools.lru_cache(maxsize=64)
+def packed(ev: Evaluator, dtype: str) -> Callable[..., tuple[Cost, Derived]]:
+    """:func:`jitted` ``ev`` whose every column comes back to the host in one vector, unpacked
+    there into numpy scalars of each column's own type: one transfer per evaluation, where
+    reading each column of a device result costs one each (more than the evaluation). One per
+    evaluator and input ``dtype`` (the name), each traced once."""
+    layout: list = []
+
+    def flat(inputs: Inputs, cfg: Config):
+        leaves, tree = jax.tree_util.tree_flatten(ev(inputs, cfg))
+        layout[:] = [tree, [leaf.dtype for leaf in leaves]]
+        wide = jnp.result_type(float)  # float64 with x64 on, else float32: codes and flags are exact
+        return jnp.stack([jnp.asarray(leaf, wide).reshape(()) for leaf in leaves])
+
+    run = jax.jit(flat)
+
+    def call(inputs: Inputs, cfg: Config) -> tuple[Cost, Derived]:
+        values = np.asarray(run(inputs, cfg))
+        tree, dtypes = layout
+        return jax.tree_util.tree_unflatten(
+            tree, [np.asarray(v).astype(t) for v, t in zip(values, dtypes, strict=True)]
+        )
+
+    return call
+
+
 def column(cost: Cost, derived: Derived, name: str):
     """The column ``name`` of an evaluation: a field of :class:`Cost` or of :class:`Derived`."""
     return getattr(derived, name) if name in Derived._fields else getattr(cost, name)
@@ -209,9 +253,12 @@ def estimate(
     if refuse:
         refusal(bound, request, config)
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-    ev, inputs = Evaluator.of(bound, strategy, dtype=dtype)
-    # one compile costs less than dispatching every term eagerly
-    cost, derived = jitted(ev)(inputs, Config(*(jnp.asarray(v, dtype) for v in config.config)))
+    ev, inputs = kept_evaluator(bound, strategy, dtype)
+    # one compile costs less than dispatching every term eagerly; the configuration as numpy
+    # scalars (a device array each costs more than the evaluation)
+    cost, derived = packed(ev, np.dtype(dtype).name)(
+        inputs, Config(*(np.asarray(v, dtype) for v in config.config))
+    )
     cost, derived = batch_fit(cost, derived, config.fits)
     return row_dict(bound, strategy, cost, derived, profile.overrides, config.own)
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 
 from sweep.errors import InputError
@@ -170,13 +169,14 @@ class Objective:
 
     def fg(self, theta) -> tuple[float, np.ndarray]:
         sig = _sigmoid(theta)
+        # numpy arguments: a device array made of each, every call, costs more than the call
         value, grad = self.problem.objective_and_grad(
-            jnp.asarray(self.to_logv(theta)),
-            jnp.asarray(self.weights),
-            jnp.asarray(self.problem.log_meas),
-            jnp.asarray(self.free, jnp.float64),
-            jnp.asarray(self.center),
-            jnp.asarray(self.width),
+            np.asarray(self.to_logv(theta), np.float64),
+            np.asarray(self.weights, np.float64),
+            np.asarray(self.problem.log_meas, np.float64),
+            np.asarray(self.free, np.float64),
+            np.asarray(self.center, np.float64),
+            np.asarray(self.width, np.float64),
         )
         return float(value), np.asarray(grad)[self.free] * self.span * sig * (1 - sig)
 

@@ -16,6 +16,7 @@ mean is the accuracy reported here.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -81,27 +82,32 @@ class Predictions:
     ]  # the column ``limit_reason``: None when the model finds the run feasible
 
 
+@functools.lru_cache(maxsize=64)
+def _vmapped(ev: Evaluator):
+    """``jit(vmap(ev))`` over configurations, once per evaluator and process: a second validation
+    of the same file traces nothing."""
+    return jax.jit(jax.vmap(ev, in_axes=(None, 0)))
+
+
 def predict(meas: Measurements) -> Predictions:
     """The model's iteration time of every run, on its machine with its overrides and overheads.
 
-    One ``jit(vmap(...))`` per (machine, strategy), called once per model.
+    One ``jit(vmap(...))`` per evaluator (strategy, overrides, overheads), kept by the process,
+    called once per model.
     """
     n = len(meas.runs)
     t_iter, t_comp, t_comm = np.empty(n), np.empty(n), np.empty(n)
     limit: list[str | None] = [None] * n
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
-    compiled: dict[Evaluator, object] = {}
     for g in groups(meas):
         # the evaluator keys the compile: machine overrides and a bound model's own overheads
         ev = Evaluator(g.strategy, (), tuple(g.profile.overrides), frozen_overheads(g.profile))
-        if ev not in compiled:
-            compiled[ev] = jax.jit(jax.vmap(ev, in_axes=(None, 0)))
         net, machine = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), (g.net, g.profile.pytree()))
         inputs = Inputs(
             net, machine, tuple(jnp.asarray(v) for v in g.profile.override_values(dtype).values())
         )
         cfg = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), g.cfg)
-        cost, derived = compiled[ev](inputs, cfg)  # type: ignore[operator]
+        cost, derived = _vmapped(ev)(inputs, cfg)
         its = np.asarray(cost.iterations, np.float64)
         t_iter[g.index] = np.asarray(derived.t_iter_s, np.float64)
         t_comp[g.index] = np.asarray(cost.t_comp_s, np.float64) / its
