@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernels.names import LIMITS
+from kernels.partition import placeable
 
 #: Codes of data+tensor+pipeline's ``recompute`` axis: activation recomputation (docs/model.md §16).
 RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
@@ -283,9 +284,12 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
         "max_p",
         ("vp", "pp"),
-        lambda v: (v["vp"] > 1) & (v["blocks"] % (v["pp"] * v["vp"]) != 0),
+        # Megatron-LM's placement (kernels.partition.placeable): equal chunks of the blocks, or of
+        # the blocks with the embedding, or with the embedding and the loss, counted as layers
+        lambda v: placeable(v["blocks"], v["pp"], v["vp"]) ^ True,  # not placeable (bools or arrays)
         lambda v: (
-            f"pp x vp = {v['pp'] * v['vp']:g} model chunks do not divide the model's {v['blocks']:g} blocks"
+            f"pp x vp = {v['pp'] * v['vp']:g} model chunks divide neither the model's {v['blocks']:g} "
+            "blocks nor the blocks with the embedding (and the loss) counted as layers"
         ),
     ),
     Rule(

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from kernels.strategies import registry
 from sweep.inputs.configs import Bound, Own
 from sweep.inputs.configs import labels as own_labels
 from sweep.inputs.measured import Measurements, Run, Skipped, configured
@@ -27,10 +28,8 @@ from sweep.inputs.measured import Measurements, Run, Skipped, configured
 
 def legal(bound: Bound, strategy: str, p: int, axis: str) -> tuple[int, ...]:
     """The legal values (codes) of one own axis of ``strategy`` on the bound model at ``p``:
-    the values co-design chooses from (:func:`sweep.answers.splits.legal_values`)."""
-    from sweep.answers.splits import legal_values
-
-    return legal_values(bound, strategy, p)[axis]
+    the values co-design chooses from (:meth:`kernels.strategies.registry.Strategy.legal`)."""
+    return registry.entry(strategy).legal(bound.net, p, axis)
 
 
 def candidates(run: Run, bound: Bound) -> tuple[list[Run], list[str]]:

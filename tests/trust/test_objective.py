@@ -91,7 +91,7 @@ def test_run_weights_follow_quality_and_spread(tmp_path, abci):
     np.testing.assert_allclose(run_weights(meas, heavier), [1.0, 0.5, 0.5, 1.0])
     with pytest.raises(InputError, match="QUALITY=WEIGHT"):
         parse_quality("fair")
-    with pytest.raises(InputError, match="^loss: unknown loss"):
+    with pytest.raises(InputError, match=r"^loss: unknown loss"):
         Settings(loss="cubic")
 
 
