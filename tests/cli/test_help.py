@@ -58,5 +58,5 @@ def test_micro_batch_default_names_both_strategies(command):
     line = " ".join(_help([command], 10_000).split("\n  --S ", 1)[1].split("\n", 1)[0].split())
     if command == "codesign":  # it chooses among lists: every micro-batch size for data+tensor+pipeline
         assert "[p for pipeline, every divisor of b for data+tensor+pipeline]" in line
-    else:
-        assert "[p for pipeline, 1 for data+tensor+pipeline]" in line
+    else:  # S = b / micro_batch, the micro-batch 1 by default (Megatron-LM's)
+        assert "[p for pipeline; b / --micro-batch for data+tensor+pipeline]" in line
