@@ -387,8 +387,10 @@ def _run(
     sw = as_sweep(source)
     per = _check_columns(sw, list(per), "per")
     out_cols = _check_columns(sw, split_names(columns), "columns") if columns else list(sw.schema.names)
-    # the groups' columns always, so that every row says which group it answers for
-    out_cols = [*(c for c in per if c not in out_cols), *out_cols]
+    # the groups' columns always, so that every row says which group it answers for: the
+    # identity columns first (IDENTITY's order), then the other per columns
+    extra = [c for c in per if c not in out_cols and c not in IDENTITY]
+    out_cols = [*_identity(sw, out_cols), *extra, *out_cols]
     expr = _filter(sw, where, feasible_only)
     st = stats if stats is not None else ScanStats()
     started = time.perf_counter()

@@ -288,7 +288,9 @@ def _range(text: str | None) -> tuple[float, float] | None:
 @click.option("--p", "p", type=int, help="Total number of GPUs.")
 @click.option("--b", "b", type=int, help="Samples per data-parallel replica.")
 @click.option("--p2", "p2", type=int, help="GPUs per group of the hybrids [gpus_per_node].")
-@click.option("--S", "S", type=int, help="Micro-batches [p for pipeline, 1 for data+tensor+pipeline].")
+@click.option(
+    "--S", "S", type=int, help="Micro-batches [p for pipeline; b / --micro-batch for data+tensor+pipeline]."
+)
 @configuration_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
 @click.option("--of", "metric", default="t_epoch_s", show_default=True, help="Column to differentiate.")
