@@ -232,8 +232,11 @@ def models() -> None:
     click.echo(
         f"{'name':<15} {'dataset':<10} {'samples':>10} {'layers':>6} {'weights':>12} {'GFLOP/sample':>12}  measured"
     )
+    from sweep.inputs.presets import PRESETS, load_preset
+
     gpt3 = {name: (lambda n=name: load_gpt(n)) for name in GPT3}
-    for name, build in {**BUILTIN, **gpt3}.items():
+    llms = {name: (lambda n=name: load_preset(n)) for name in PRESETS}
+    for name, build in {**BUILTIN, **gpt3, **llms}.items():
         model = build()
         arrays = to_arrays(model)
         gflop = 3 * forward_flops(arrays.kind, arrays.x, arrays.w, arrays.y).sum() / 1e9
