@@ -49,6 +49,9 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "samples_per_s",
     "tokens_per_s",
     "mfu",
+    "params",
+    "active_params",
+    "flops_per_token",
 )
 
 

@@ -37,6 +37,7 @@ Counts (biases not counted, as for the GPTs): :func:`params` (the layer list's w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from sweep.errors import InputError, where
 from sweep.inputs.layers import Layer, Model
@@ -47,7 +48,7 @@ NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
 #: Matrices of the FFN per kind, over two: SwiGLU's gate, up and down against GeLU's up and down
 #: (Megatron-LM's ``gated_linear_multiplier``).
-FFN_MULTIPLIER = {"gelu": 1.0, "swiglu": 1.5}
+FFN_MULTIPLIER = {"gelu": Fraction(1), "swiglu": Fraction(3, 2)}
 
 
 @dataclass(frozen=True)
@@ -165,9 +166,10 @@ def flops_per_token(spec: Block) -> float:
     recomputation. For a dense list it equals the linear layers' and attention cores' training
     FLOPs of :func:`layers` per token."""
     el, h, a, g, s = spec.layers, spec.hidden, spec.heads, spec.g, spec.seq
-    attention = (1.0 + g / a + s / h) * (a * spec.d / h)
-    ffn = spec.ffn / h * FFN_MULTIPLIER[spec.ffn_kind]
-    return 12.0 * el * h * h * (attention + ffn + spec.vocab / (2.0 * el * h))
+    attention = (1 + Fraction(g, a) + Fraction(s, h)) * Fraction(a * spec.d, h)
+    ffn = Fraction(spec.ffn, h) * FFN_MULTIPLIER[spec.ffn_kind]
+    # in exact arithmetic, then rounded once: the layer list's sum of integers to the bit
+    return float(12 * el * h * h * (attention + ffn + Fraction(spec.vocab, 2 * el * h)))
 
 
 def model(spec: Block, name: str, source: str, dataset: str = "") -> Model:

@@ -51,6 +51,9 @@ SPEC_COLUMNS = (
     "samples_per_s",
     "tokens_per_s",
     "mfu",
+    "params",
+    "active_params",
+    "flops_per_token",
 )
 BUILTIN_MODELS = (
     "alexnet",
