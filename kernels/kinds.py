@@ -69,6 +69,9 @@ class Kind(NamedTuple):
     #: the attention scores' part, which selective recomputation and a fused attention drop
     block_kept: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
     block_scores: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+    #: a transformer block's normalisation (layernorm, RMSNorm): where a pre-norm block begins,
+    #: the block input full recomputation keeps (§16)
+    norm: bool = False
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -109,11 +112,25 @@ def _linear(x: Dims, w: Dims, y: Dims) -> str | None:
 
 
 def _attention(x: Dims, w: Dims, y: Dims) -> str | None:
-    if x[0] != 3 * y[0] or tuple(x[1:]) != tuple(y[1:]):
-        return f"needs x = [3h, s...] for y = [h, s...] (queries, keys, values), x[0] = {3 * y[0]}"
+    three = f"needs x = [3h, s...] for y = [h, s...] (queries, keys, values), x[0] = {3 * y[0]}"
+    if tuple(x[1:]) != tuple(y[1:]):
+        return three
     if w[0] != 0 or w[1] < 1 or y[0] % w[1]:
         return f"needs w = [0, heads, 1...] with heads dividing y[0] = {y[0]}"
+    if kv_heads(x[0], w[1], y[0]) is None:
+        return f"{three}, or [h + 2 g h / a, s...] for g key/value heads dividing the a = {w[1]} heads"
     return None
+
+
+def kv_heads(width: float, heads: float, out: float) -> int | None:
+    """The key/value heads g of an attention layer whose input is ``width`` features (queries,
+    keys, values: ``(a + 2 g) d``) for ``out = a d`` output features of ``heads = a`` heads; None
+    unless g is a whole number >= 1 dividing a (grouped-query attention; g = a multi-head)."""
+    a, out, width = int(heads), int(out), int(width)
+    if a < 1 or out < a or out % a or width <= out or (width - out) % (2 * (out // a)):
+        return None
+    g = (width - out) // (2 * (out // a))
+    return g if a % g == 0 else None
 
 
 def _embedding(x: Dims, w: Dims, y: Dims) -> str | None:
@@ -121,6 +138,12 @@ def _embedding(x: Dims, w: Dims, y: Dims) -> str | None:
         return "needs x = [1, s...] (token ids) and y = [h, s...] at the same positions"
     if w[1] != y[0]:
         return f"needs w = [rows, {y[0]}, 1...] (y[0] features per row)"
+    return None
+
+
+def _gated(x: Dims, w: Dims, y: Dims) -> str | None:
+    if x[0] != 2 * y[0] or tuple(x[1:]) != tuple(y[1:]):
+        return f"needs x = [2f, s...] (gate and up) for y = [f, s...], x[0] = {2 * y[0]}"
     return None
 
 
@@ -149,22 +172,34 @@ TABLE: tuple[Kind, ...] = (
     Kind("linear", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), role="column",
          memory_bound=False, model_flops=True, ops=(1, 2), check=_linear, by_shape=True, fp8=True,
          block_kept=_x),
-    # attention 4 h s^2, h = y[0], s = prod(Y): QK^T, softmax, dropout, the weighted sum, permute
-    # kept: Q, K and V (its input), and 5 a s^2 / 2 for the a heads' s x s scores: softmax
-    # output, dropout mask (1 byte) and dropout output
+    # attention 4 h s^2, h = y[0] (the query width a d), s = prod(Y): QK^T, softmax, dropout, the
+    # weighted sum, permute; kept: Q, K and V (its input, (a + 2 g) d wide with g key/value heads),
+    # and 5 a s^2 / 2 for the a heads' s x s scores: softmax output, dropout mask (1 byte) and
+    # dropout output
     Kind("attention", lambda x, w, y: 4.0 * y[:, 0] * _yprod(y) ** 2, role="core",
          model_flops=True, ops=(5, 7), check=_attention, by_shape=True,
          block_kept=_x, block_scores=lambda x, w, y: 5.0 * w[:, 1] * _yprod(y) * _yprod(y) / 2.0),
     # a fused layernorm: one kernel forward, the input and weight gradients backward
-    Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), ops=(1, 2), check=_same, block_kept=_x),
+    Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), ops=(1, 2), check=_same, block_kept=_x,
+         norm=True),
     # embedding 0 (a table lookup): vocabulary-parallel lookup (mask, lookup, zero the foreign
     # rows), the position lookup and their sum
     Kind("embedding", lambda x, w, y: np.zeros(len(x)), role="vocab", ops=(4, 3), check=_embedding),
     # bias-gelu, one fused kernel, its gradient and the bias' gradient backward
     Kind("gelu", lambda x, w, y: np.prod(y, axis=1), role="split", ops=(1, 2), check=_same, block_kept=_x),
+    # RMSNorm 3|x| (layernorm's 4|x| without the mean): the squares' sum, the scale by its root
+    # and by the weight; fused as the layernorm (one kernel forward, two backward); keeps its input
+    Kind("rmsnorm", lambda x, w, y: 3.0 * np.prod(x, axis=1), ops=(1, 2), check=_same, block_kept=_x,
+         norm=True),
+    # SwiGLU's gate, silu(gate) * up, on the split output [2f, s] of the fused gate-and-up
+    # projection: |x| (one per input element, as gelu's |y|), one fused kernel each way (Megatron's
+    # bias_swiglu); keeps its input, both halves (docs/model.md §16)
+    Kind("swiglu", lambda x, w, y: np.prod(x, axis=1), role="split", check=_gated, block_kept=_x),
 )  # fmt: skip
 
 BY_NAME: dict[str, Kind] = {k.name: k for k in TABLE}
+#: The normalisation kinds (:attr:`Kind.norm`): where a transformer's pre-norm block begins.
+NORMS: tuple[str, ...] = tuple(k.name for k in TABLE if k.norm)
 
 
 def _roles(role: str) -> tuple[str, ...]:

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernels import kinds
+
 
 def contiguous_sums(cost: np.ndarray) -> np.ndarray:
     """Sorted distinct sums of every contiguous run of ``cost``: the candidates for t*."""
@@ -83,10 +85,10 @@ def partitions(flops: np.ndarray) -> list[list[int]]:
 def block_starts(names: np.ndarray) -> np.ndarray:
     """Where a transformer's blocks may be cut into pipeline stages (docs/model.md §16): before
     each attention layer but the first, at the last ``layernorm`` since the previous attention
-    (the block's first layer in a pre-layernorm GPT), else at the attention itself. Empty for a
+    (the block's first layer in a pre-layernorm GPT; an RMSNorm likewise), else at the attention itself. Empty for a
     network without attention."""
     attention = np.flatnonzero(names == "attention")
-    norms = np.flatnonzero(names == "layernorm")
+    norms = np.flatnonzero(np.isin(names, kinds.NORMS))
     cuts = []
     for before, at in zip(attention[:-1], attention[1:], strict=True):  # noqa: RUF007 (kernels import no itertools)
         inside = norms[(norms > before) & (norms < at)]

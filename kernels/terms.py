@@ -70,6 +70,9 @@ class Derived(NamedTuple):
     samples_per_s: Array
     tokens_per_s: Array
     mfu: Array
+    params: Array
+    active_params: Array
+    flops_per_token: Array
 
 
 def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -> Derived:
@@ -94,6 +97,11 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
     + V/12hL)`` for a GPT, the same terms) and ``R = machine.gpu_flops`` the
     peak dense rate. Without ``net`` and ``machine``, ``tokens_per_s`` and
     ``mfu`` are NaN.
+
+    The model's own columns: ``params`` its weights (``net.w_elems``; biases not counted),
+    ``active_params`` those each token works with (all of them in a dense network),
+    ``flops_per_token = F_model / s`` (NaN without tokens), so that
+    ``mfu = flops_per_token · tokens_per_s / (p R)``; NaN without ``net``.
     """
     t_comm = cost.t_allreduce_s + cost.t_allgather_s + cost.t_halo_s + cost.t_p2p_s
     t_epoch = cost.t_comp_s + t_comm
@@ -108,6 +116,12 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
     else:
         tokens_per_s = jnp.where(net.tokens > 0, samples_per_s * net.tokens, jnp.nan)
         mfu = net.model_flops * samples_per_s * (1.0 / (cost.p * machine.gpu_flops))
+    if net is None:
+        params = active_params = flops_per_token = jnp.full_like(samples_per_s, jnp.nan)
+    else:
+        params = active_params = jnp.full_like(samples_per_s, net.w_elems)
+        per_token = jnp.where(net.tokens > 0, net.model_flops / jnp.maximum(net.tokens, 1.0), jnp.nan)
+        flops_per_token = jnp.full_like(samples_per_s, per_token)
     return Derived(
         t_comm_s=t_comm,
         t_epoch_s=t_epoch,
@@ -117,6 +131,9 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
         samples_per_s=samples_per_s,
         tokens_per_s=tokens_per_s,
         mfu=mfu,
+        params=params,
+        active_params=active_params,
+        flops_per_token=flops_per_token,
     )
 
 

@@ -79,7 +79,7 @@ class TransformerTable(NamedTuple):
     :class:`StageMisc`.
     """
 
-    heads: Array  # attention heads tp must divide (gcd over attention layers; 1 if none)
+    heads: Array  # key/value heads tp must divide (gcd over attention layers; 1 if none)
     flops: Array  # [3, P+1, H, 2]
     #: the per-kind FLOPs and |x|+|y| of each line of ``flops`` (its stage), for the roofline
     flops_kind: Array  # [3, P+1, H, 2, KINDS]
@@ -164,7 +164,7 @@ def tensor_roles(
     out = _Layers(*(np.zeros(len(names)) for _ in range(7)))
     last_norm = -1
     for i, r in enumerate(role):
-        if names[i] == "layernorm":
+        if names[i] in kinds.NORMS:
             last_norm = i
         if r == ROLE_COLUMN:
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
@@ -220,7 +220,7 @@ def block_mask(names: np.ndarray) -> np.ndarray:
     out = np.zeros(len(names), dtype=bool)
     if not attention.size:
         return out
-    norms = np.flatnonzero((names == "layernorm") & (np.arange(len(names)) < attention[0]))
+    norms = np.flatnonzero(np.isin(names, kinds.NORMS) & (np.arange(len(names)) < attention[0]))
     first = int(norms[-1]) if norms.size else int(attention[0])
     starts = [first, *block_starts(names).tolist()]
     if len(starts) > 1:
@@ -510,8 +510,17 @@ def transformer_table(
         c, m, t, h = (_stage_sums(r, u, stages, pp) for r, u in zip(layer, units, strict=True))
         _add_lines(lines, c, m)
         _fill_misc(misc, pp, t, h, _boundary(y_elems, stages, pp), work)
-    heads = w[names == "attention", 1].astype(np.int64)
-    return _envelopes(lines, misc, np.float64(np.gcd.reduce(heads) if heads.size else 1), shapes)
+    return _envelopes(lines, misc, np.float64(kv_groups(names, x, w, y)), shapes)
+
+
+def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> int:
+    """The attention heads tp must divide (docs/model.md §16, Megatron-LM's rule): the key/value
+    heads g of each attention layer (:func:`kernels.kinds.kv_heads`; g = a, the heads, for
+    multi-head attention), their gcd; 1 without attention. Each rank holds g / tp key/value heads
+    and the a / tp query heads that share them."""
+    attention = np.flatnonzero(names == "attention")
+    groups = [kinds.kv_heads(x[i, 0], w[i, 1], y[i, 0]) or int(w[i, 1]) for i in attention]
+    return int(np.gcd.reduce(np.array(groups, dtype=np.int64))) if groups else 1
 
 
 def _envelopes(lines: _Lines, misc: StageMisc, heads, shapes: np.ndarray) -> TransformerTable:

@@ -236,18 +236,21 @@ def models() -> None:
     from sweep.inputs.transformers import GPT3, load_gpt
 
     click.echo(
-        f"{'name':<15} {'dataset':<10} {'samples':>10} {'layers':>6} {'weights':>12} {'GFLOP/sample':>12}  measured"
+        f"{'name':<15} {'dataset':<11} {'samples':>13} {'layers':>6} {'weights':>15} {'GFLOP/sample':>12}  measured"
     )
+    from sweep.inputs.presets import PRESETS, load_preset
+
     gpt3 = {name: (lambda n=name: load_gpt(n)) for name in GPT3}
-    for name, build in {**BUILTIN, **gpt3}.items():
+    llms = {name: (lambda n=name: load_preset(n)) for name in PRESETS}
+    for name, build in {**BUILTIN, **gpt3, **llms}.items():
         model = build()
         arrays = to_arrays(model)
         gflop = 3 * forward_flops(arrays.kind, arrays.x, arrays.w, arrays.y).sum() / 1e9
         info = model.describe()
         measured = ", ".join(f"{k} {v * 1e3:.6g} ms" for k, v in model.measured_s.items()) or "-"
         click.echo(
-            f"{name:<15} {model.dataset:<10} {model.dataset_samples:>10,} {info['layers']:>6} "
-            f"{info['weights']:>12,} {gflop:>12.2f}  {measured}"
+            f"{name:<15} {model.dataset:<11} {model.dataset_samples:>13,} {info['layers']:>6} "
+            f"{info['weights']:>15,} {gflop:>12.2f}  {measured}"
         )
 
 

@@ -52,7 +52,13 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "samples_per_s",
     "tokens_per_s",
     "mfu",
+    "params",
+    "active_params",
+    "flops_per_token",
 )
+
+#: Result columns that count things (weights), whole numbers: an int in a row's dict.
+WHOLE_COLUMNS = frozenset({"params", "active_params"})
 
 
 def point_fn(
@@ -335,6 +341,8 @@ def row_dict(
         value = float(merged[name])
         # a CNN's tokens_per_s (no tokens): null, as in the Parquet output
         row[name] = None if name in NULL_WHERE_NAN and math.isnan(value) else value
+        if name in WHOLE_COLUMNS and math.isfinite(value):  # counts, written as 25,502,912
+            row[name] = round(value)
     row["feasible"] = bool(derived.feasible)
     row[LIMIT_REASON] = limit_reason(int(cost.limit))
     return row

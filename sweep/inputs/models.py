@@ -17,7 +17,7 @@ from pathlib import Path
 from kernels import ACTIVE_FAMILIES, KINDS, kinds
 from kernels.kinds import check_shapes
 from sweep.errors import InputError, where
-from sweep.inputs import architectures, transformers
+from sweep.inputs import architectures, blocks, presets, transformers
 from sweep.inputs.layers import Layer, Model
 
 #: ParaDL ``.net`` NAME prefixes to layer kinds (docs/inputs.md#paradl-net-and-lc-files), longest first.
@@ -275,6 +275,8 @@ def load_model_toml(path: str | Path) -> Model:
     """Read a model TOML file (format in docs/inputs.md#model-files)."""
     path = Path(path)
     doc = read_toml(path)
+    if "transformer" in doc:  # a transformer stated as data (docs/inputs.md#transformer-models)
+        return blocks.load_toml(doc, path)
     head = doc.get("model")
     if not isinstance(head, dict):
         raise InputError("missing [model] table", str(path))
@@ -380,6 +382,8 @@ def load_model(spec: str | Path, lc: str | Path | None = None, base: Path | None
         model = architectures.BUILTIN[text]()
     elif transformers.is_gpt(text):
         model = transformers.load_gpt(text)
+    elif presets.is_preset(text):
+        model = presets.load_preset(text)
     else:
         path = Path(text)
         if base is not None and not path.is_absolute():
@@ -389,7 +393,7 @@ def load_model(spec: str | Path, lc: str | Path | None = None, base: Path | None
         elif path.suffix.startswith(".net"):  # .net, .net_sc, and variants like .net_256
             model = parse_net(path)
         else:
-            names = ", ".join((*architectures.BUILTIN, *transformers.GPT3))
+            names = ", ".join((*architectures.BUILTIN, *transformers.GPT3, *presets.PRESETS))
             raise InputError(
                 f"unknown model '{text}': not a built-in ({names}), a GPT name "
                 "(gpt-l<layers>-h<hidden>-a<heads>-s<sequence>[-v<vocab>]) nor a .toml/.net/.net_sc file"

@@ -51,6 +51,9 @@ SPEC_COLUMNS = (
     "samples_per_s",
     "tokens_per_s",
     "mfu",
+    "params",
+    "active_params",
+    "flops_per_token",
 )
 BUILTIN_MODELS = (
     "alexnet",
@@ -64,6 +67,15 @@ BUILTIN_MODELS = (
     "gpt3-1.3b",
     "gpt3-13b",
     "gpt3-175b",
+    # Llama presets (sweep/inputs/presets.py, ../shared/models/PRESETS.md)
+    "llama2-7b",
+    "llama2-13b",
+    "llama2-70b",
+    "llama3-8b",
+    "llama3-70b",
+    "llama3.1-8b",
+    "llama3.1-70b",
+    "llama3.1-405b",
 )
 IMAGENET_SAMPLES = 1_281_167
 #: Weight elements of the built-in ResNet-50: torchvision's 25,557,032 without the

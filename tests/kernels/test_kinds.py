@@ -41,6 +41,16 @@ def test_the_tables_read_the_records():
         ("attention", (1024, 2048), (0, 16, 1), (1024, 2048), "3h"),
         ("attention", (3072, 1024), (0, 16, 1), (1024, 2048), "3h"),
         ("attention", (3072, 2048), (0, 7, 1), (1024, 2048), "heads dividing"),
+        # grouped-query attention: a = 8 heads of d = 1024 / 8 = 128, g = 2 key/value heads:
+        # x[0] = (8 + 2 * 2) 128 = 1,536; g = 3 (x[0] = 1,792) does not divide 8
+        ("attention", (1536, 2048), (0, 8, 1), (1024, 2048), None),
+        ("attention", (1792, 2048), (0, 8, 1), (1024, 2048), "key/value heads dividing"),
+        # the query width a d = 4,096 need not be h: y = [a d, s]
+        ("attention", (5120, 16), (0, 32, 1), (4096, 16), None),
+        ("rmsnorm", (1024, 2048), (1, 1024, 1), (1024, 2048), None),
+        ("rmsnorm", (1024, 2048), (1, 1024, 1), (512, 2048), "y = x"),
+        ("swiglu", (8192, 2048), (8192, 4096, 0), (4096, 2048), None),
+        ("swiglu", (4096, 2048), (4096, 4096, 0), (4096, 2048), "[2f, s...]"),
         ("linear", (1024, 2048), (1024, 4096, 1), (4096, 2048), None),
         ("linear", (1024, 2048), (0, 0, 0), (50257, 2048), None),  # tied to the embedding
         ("linear", (1024, 2048), (1024, 4096, 1), (4096, 1024), "same positions"),
@@ -53,6 +63,13 @@ def test_the_tables_read_the_records():
 def test_shape_rules(kind, x, w, y, broken):
     got = kinds.check_shapes(kind, x, w, y)
     assert got is None if broken is None else broken in got
+
+
+def test_kv_heads_from_the_shapes():
+    # (a + 2g) d for a d: a = 32, d = 128: g = 8 from 6,144; multi-head g = a from 3 h
+    assert kinds.kv_heads(6144, 32, 4096) == 8 and kinds.kv_heads(3 * 4096, 32, 4096) == 32
+    assert kinds.kv_heads(4096, 32, 4096) is None and kinds.kv_heads(4096 + 128, 32, 4096) is None
+    assert kinds.NORMS == ("layernorm", "rmsnorm")
 
 
 def test_forward_flops_by_rule():

@@ -1,0 +1,82 @@
+"""Built-in dense transformers (docs/inputs.md#transformer-models): Llama 2, 3 and 3.1 as
+:class:`~sweep.inputs.blocks.Block` records with their published shapes.
+
+Shapes: Hugging Face ``config.json`` of each model (``num_hidden_layers``, ``hidden_size``,
+``num_attention_heads``, ``num_key_value_heads``, ``intermediate_size``, ``vocab_size``), as
+``../shared/models/PRESETS.md`` lists them; every one uses RMSNorm, rotary positions, untied
+embeddings and a SwiGLU FFN. The sequence is the one NVIDIA's published H100 runs train at
+(4,096 for Llama 2, 8,192 for Llama 3 and 3.1); ``NAME-s<N>`` sets another. The training set
+is the model's published one: Llama 2 2.0T tokens (Touvron et al. 2023, "Llama 2", §2.1),
+Llama 3 and 3.1 15T (Meta 2024, "The Llama 3 Herd of Models", §3.1: "about 15T").
+"""
+
+from __future__ import annotations
+
+import re
+
+from sweep.errors import InputError
+from sweep.inputs.blocks import Block, model
+from sweep.inputs.layers import Model
+
+LLAMA2_TOKENS = 2_000_000_000_000
+LLAMA3_TOKENS = 15_000_000_000_000
+
+
+def _llama(
+    layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, seq: int, tokens: int
+) -> Block:
+    return Block(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=128,
+        ffn=ffn,
+        ffn_kind="swiglu",
+        norm="rmsnorm",
+        positions="rope",
+        tied=False,
+        vocab=vocab,
+        seq=seq,
+        tokens=tokens,
+    )
+
+
+_L2, _L3 = (32_000, 4_096, LLAMA2_TOKENS), (128_256, 8_192, LLAMA3_TOKENS)
+#: name -> (block, source)
+PRESETS: dict[str, tuple[Block, str]] = {
+    "llama2-7b": (_llama(32, 4096, 32, 32, 11008, *_L2), "meta-llama/Llama-2-7b-hf config.json"),
+    "llama2-13b": (_llama(40, 5120, 40, 40, 13824, *_L2), "meta-llama/Llama-2-13b-hf config.json"),
+    "llama2-70b": (_llama(80, 8192, 64, 8, 28672, *_L2), "meta-llama/Llama-2-70b-hf config.json"),
+    "llama3-8b": (_llama(32, 4096, 32, 8, 14336, *_L3), "meta-llama/Meta-Llama-3-8B config.json"),
+    "llama3-70b": (_llama(80, 8192, 64, 8, 28672, *_L3), "meta-llama/Meta-Llama-3-70B config.json"),
+    "llama3.1-8b": (_llama(32, 4096, 32, 8, 14336, *_L3), "meta-llama/Llama-3.1-8B config.json"),
+    "llama3.1-70b": (_llama(80, 8192, 64, 8, 28672, *_L3), "meta-llama/Llama-3.1-70B config.json"),
+    "llama3.1-405b": (_llama(126, 16384, 128, 8, 53248, *_L3), "meta-llama/Llama-3.1-405B config.json"),
+}
+#: ``NAME[-s<sequence>]``
+PATTERN = re.compile(r"(?P<name>[a-z0-9.]+-\d+b)(?:-s(?P<seq>\d+))?")
+
+
+def is_preset(name: str) -> bool:
+    """Whether ``name`` is a preset, with or without ``-s<N>``."""
+    found = PATTERN.fullmatch(name)
+    return found is not None and found.group("name") in PRESETS
+
+
+def block_of(name: str) -> Block:
+    """The :class:`Block` of a preset name (``-s<N>`` sets its sequence)."""
+    found = PATTERN.fullmatch(name)
+    if found is None or found.group("name") not in PRESETS:
+        raise InputError(f"'{name}' is not a preset ({', '.join(PRESETS)}), optionally with -s<sequence>")
+    spec = PRESETS[found.group("name")][0]
+    if found.group("seq"):
+        spec = Block(**{**spec.__dict__, "seq": int(found.group("seq"))})
+    return spec
+
+
+def load_preset(name: str) -> Model:
+    """A preset as a :class:`Model` (its layer list, ``tokens / s`` sequences)."""
+    spec = block_of(name)
+    source = PRESETS[PATTERN.fullmatch(name).group("name")][1]  # type: ignore[union-attr]
+    return model(spec, name, f"built-in: {source} (docs/inputs.md#transformer-models)")
