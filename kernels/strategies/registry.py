@@ -216,8 +216,8 @@ class Strategy(NamedTuple):
 
 
 def facts(net, machine=None) -> dict[str, Any]:
-    """What the rules read of a model and machine: ``heads`` (the attention heads tp must
-    divide), ``blocks`` (the stages the model can be cut into: a GPT's transformer blocks),
+    """What the rules read of a model and machine: ``heads`` (the key/value heads tp must
+    divide: the attention heads without grouped-query attention), ``blocks`` (the stages the model can be cut into: a GPT's transformer blocks),
     ``gpu_flops_fp8`` (the GPU's FP8 rate; 1 without a machine, so that the rules reading the
     machine hold). Scalars or arrays."""
     table = getattr(net, "transformer", None)
@@ -261,7 +261,7 @@ TENSOR_RULES: tuple[Rule, ...] = (
         "heads",
         ("tp",),
         lambda v: v["heads"] % v["tp"] != 0,
-        lambda v: f"tp {v['tp']:g} does not divide the model's {v['heads']:g} attention heads",
+        lambda v: f"tp {v['tp']:g} does not divide the model's {v['heads']:g} key/value heads",
     ),
     Rule(
         "divides",

@@ -321,7 +321,7 @@ GPT3 = ("--model", "gpt3-175b", "--strategy", "data+tensor+pipeline", "--global-
     ("args", "needles"),
     [
         # GPT-3 175B has 96 heads
-        (("--p", "1024", "--tp", "5"), ("--tp 5 does not divide the model's 96 attention heads", "(heads)")),
+        (("--p", "1024", "--tp", "5"), ("--tp 5 does not divide the model's 96 key/value heads", "(heads)")),
         (
             ("--p", "1000", "--tp", "8", "--pp", "16"),
             ("--tp x --pp = 128 does not divide --p 1000", "(divides)"),

@@ -134,7 +134,7 @@ def test_rows_that_cannot_exist():
     assert impossible(s, net, 6, 8, 1, own(tp=2, pp=2)) == "tp x pp = 4 does not divide p 6 (divides)"
     assert (
         impossible(s, net, 24, 8, 1, own(tp=3))
-        == "tp 3 does not divide the model's 4 attention heads (heads)"
+        == "tp 3 does not divide the model's 4 key/value heads (heads)"
     )
     assert impossible(s, net, 64, 8, 1, own(pp=64)) == "pp 64 is more than the model's 2 blocks (max_p)"
     # issue 34, defect 6: stages are whole blocks, so 2 blocks allow pp <= 2 (not one per layer entry)
