@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -249,7 +250,10 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     # the masks in the kernel's own precision (a float32 sweep runs with x64 on)
     linear_mask, gemm = (jnp.asarray(m, fk.dtype) for m in (_LINEAR_MASK, _GEMM_KINDS_MASK))
     fk = fk / (1.0 + (speedup - 1.0) * linear_mask)
-    plain = terms.sample_s(net, machine, values[h], fk, tk)
+    # the per-kind sums in a computation of their own, as the data and pipeline strategies take
+    # them: fused with the lines above, the compiler orders the sum over kinds differently (a
+    # last bit apart from the strategies it coincides with)
+    plain = terms.sample_s(net, machine, *jax.lax.optimization_barrier((values[h], fk, tk)))
     rest = terms.roofline_s(machine, fk * (1.0 - gemm), tk * (1.0 - gemm))
     shape = table.gemm_shape
     kind_eff = jnp.where(
