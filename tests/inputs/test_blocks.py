@@ -95,16 +95,21 @@ def test_tp_must_divide_the_key_value_heads():
     assert float(net_of(gpt("k", 2, 64, 4, 32, vocab=10)).transformer.heads) == 4
 
 
-def test_tp_16_on_8_key_value_heads_is_infeasible():
+def test_tp_16_on_8_key_value_heads_is_refused():
+    """Megatron's rule: tp divides the key/value heads (8 for Llama 3 70B's 64 query heads)."""
     from sweep.api import estimate
+    from sweep.errors import InputError
 
-    def limit(tp: int):
+    def row(tp: int):
         return estimate(
             model="llama3-70b-s64", machine="dgx-h100", strategy="data+tensor+pipeline",
             p=64, global_batch=64, tp=tp, pp=1, micro_batch=1,
-        )["limit_reason"]  # fmt: skip
+        )  # fmt: skip
 
-    assert limit(8) != "max_p" and limit(16) == "max_p"
+    assert row(8)["limit_reason"] in ("", "memory")
+    with pytest.raises(InputError) as err:
+        row(16)
+    assert err.value.param == ("tp",) and str(err.value).endswith("8 key/value heads (heads)")
 
 
 def test_flops_per_token_gpt3_175b_by_hand():
