@@ -49,7 +49,9 @@ def flags_spelt(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if id(node) in skip or id(node) in inner:
             continue
-        if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        if isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ):
             s = text(node)
             if FLAG.search(s) and not NOT_MESSAGES.search(s):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {s!r}")
@@ -85,7 +87,11 @@ def test_library_messages_spell_no_flag(path):
 def test_the_cli_writes_parameters_as_flags():
     """The one place that maps names to flags: a parameter named in ``param`` becomes its flag,
     its spelling from the CLI's table where it is not ``--name``."""
-    err = InputError("give keep or only_feasible, and global_batch or B", param=("only_feasible", "B", "keep"))
-    assert flagged(str(err), err.param) == "give --keep or --only-feasible, and global_batch or --global-batch"
+    err = InputError(
+        "give keep or only_feasible, and global_batch or B", param=("only_feasible", "B", "keep")
+    )
+    assert (
+        flagged(str(err), err.param) == "give --keep or --only-feasible, and global_batch or --global-batch"
+    )
     warning = InputWarning("out must end in .csv", param="out")
     assert flagged(str(warning), warning.param) == "-o must end in .csv"

@@ -36,7 +36,19 @@ FLAGS: dict[str, str] = {
     "confirm": "--yes",
     "space_check": "--no-space-check",
     "quality": "--quality-weight",
+    "strategies": "--strategy",
+    # a setting as the API writes it (a keyword and its value), where the flag is the switch
+    "confirm=True": "--yes",
+    "resume=True": "--resume",
+    "strict=True": "--strict",
+    "transfer=False": "--no-transfer",
+    "space_check=False": "--no-space-check",
 }
+
+#: What the reports of :mod:`sweep.trust.report` and a stopped run name: the settings above, and
+#: an argument in parentheses (``(machine)``: the profile every run was predicted on).
+REPORT_PARAMS = ("strict=True", "transfer=False", "resume=True", "(machine)", "(fit)")
+FLAGS.update({"(machine)": "(--machine)", "(fit)": "(--fit)"})
 
 
 def flag(name: str) -> str:
