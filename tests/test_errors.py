@@ -41,8 +41,9 @@ def docstrings(tree: ast.AST) -> set[int]:
     }
 
 
-def flags_spelt(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text())
+def flags_spelt(source: str, name: str) -> list[str]:
+    """``name:line: text`` of each string in ``source`` that spells a flag."""
+    tree = ast.parse(source)
     skip = docstrings(tree)
     inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
     found = []
@@ -54,7 +55,7 @@ def flags_spelt(path: Path) -> list[str]:
         ):
             s = text(node)
             if FLAG.search(s) and not NOT_MESSAGES.search(s):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {s!r}")
+                found.append(f"{name}:{node.lineno}: {s!r}")
     return found
 
 
@@ -69,19 +70,13 @@ def test_the_scan_sees_flags():
         "def g():\n"
         "    raise InputError('p must be >= 1, got -1', param='p')\n"
     )
-    path = ROOT / "sweep" / "_scan_probe.py"
-    tree_lines = [line for line in source.splitlines()]
-    try:
-        path.write_text(source)
-        lines = sorted(int(hit.split(":")[1]) for hit in flags_spelt(path))
-    finally:
-        path.unlink()
-    assert lines == [1, 4, 5], tree_lines
+    lines = sorted(int(hit.split(":")[1]) for hit in flags_spelt(source, "probe"))
+    assert lines == [1, 4, 5]
 
 
 @pytest.mark.parametrize("path", LIBRARY, ids=lambda p: str(p.relative_to(ROOT)))
 def test_library_messages_spell_no_flag(path):
-    assert flags_spelt(path) == []
+    assert flags_spelt(path.read_text(), str(path.relative_to(ROOT))) == []
 
 
 def test_the_cli_writes_parameters_as_flags():
@@ -95,3 +90,79 @@ def test_the_cli_writes_parameters_as_flags():
     )
     warning = InputWarning("out must end in .csv", param="out")
     assert flagged(str(warning), warning.param) == "-o must end in .csv"
+
+
+@pytest.mark.parametrize(
+    ("args", "api_text", "cli_text"),
+    [
+        (
+            ["sensitivity", "--strategy", "data"],
+            "give DIR or a configuration: missing model, machine, p, b (or global_batch)",
+            "error: give DIR or a configuration: missing --model, --machine, --p, --b (or --global-batch)",
+        ),
+        (
+            [
+                "codesign",
+                "--model",
+                "resnet50",
+                "--machine",
+                "abci",
+                "--strategy",
+                "data",
+                "--param",
+                "gpu_flops",
+                "--p",
+                "8",
+                "--b",
+                "32",
+                "--target",
+                "t_epoch_s < 1",
+                "--grid",
+                "1",
+            ],
+            "grid must be in 2..1,048,576, got 1",
+            "error: --grid must be in 2..1,048,576, got 1",
+        ),
+        (
+            [
+                "codesign",
+                "--model",
+                "resnet50",
+                "--machine",
+                "abci",
+                "--strategy",
+                "data",
+                "--param",
+                "gpu_flops",
+                "--p",
+                "8",
+                "--b",
+                "32",
+                "--beats",
+                "data",
+            ],
+            "beats data is also one of strategies",
+            "error: --beats data is also one of --strategy",
+        ),
+    ],
+)
+def test_one_message_two_spellings(args, api_text, cli_text):
+    """The API's message names the parameters; the CLI prints the same message with its flags."""
+    from click.testing import CliRunner
+
+    from sweep import api
+    from sweep.cli.main import cli
+
+    call = {
+        "sensitivity": lambda: api.sensitivity(strategy="data"),
+        "codesign": lambda: api.codesign(
+            "resnet50", "abci", "data", "gpu_flops", p=8, b=32,
+            **({"beats": "data"} if "--beats" in args else {"target": "t_epoch_s < 1", "grid": 1}),
+        ),
+    }[args[0]]  # fmt: skip
+    with pytest.raises(InputError) as err:
+        call()
+    assert str(err.value) == api_text
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == cli_text

@@ -302,7 +302,7 @@ def check_toml_path(path: str | Path) -> None:
     """A machine file to write: a ``.toml`` in a folder that exists."""
     path = Path(path)
     if path.suffix != ".toml":
-        raise InputError("out must end in .toml", str(path), param="out")
+        raise InputError(f"out must end in .toml, got '{path}'", param="out")
     if not path.parent.is_dir():
         raise InputError("no such folder", str(path.parent))
 
