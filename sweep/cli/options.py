@@ -43,12 +43,14 @@ FLAGS: dict[str, str] = {
     "strict=True": "--strict",
     "transfer=False": "--no-transfer",
     "space_check=False": "--no-space-check",
+    # an argument named in parentheses by a report (the profile runs were predicted on)
+    "(machine)": "(--machine)",
+    "(fit)": "(--fit)",
 }
 
-#: What the reports of :mod:`sweep.trust.report` and a stopped run name: the settings above, and
-#: an argument in parentheses (``(machine)``: the profile every run was predicted on).
+#: What the reports of :mod:`sweep.trust.report` and a stopped run's message name: settings and
+#: arguments written as above, in text that carries no ``param``.
 REPORT_PARAMS = ("strict=True", "transfer=False", "resume=True", "(machine)", "(fit)")
-FLAGS.update({"(machine)": "(--machine)", "(fit)": "(--fit)"})
 
 
 def flag(name: str) -> str:
