@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.cli.options import flagged
+from sweep.cli.options import REPORT_PARAMS, flagged
 from sweep.errors import InputError, InputWarning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +90,13 @@ def test_the_cli_writes_parameters_as_flags():
     )
     warning = InputWarning("out must end in .csv", param="out")
     assert flagged(str(warning), warning.param) == "-o must end in .csv"
+    # a setting as the API writes it is the CLI's switch
+    assert (
+        flagged("over 1e9: pass confirm=True to run it", ("confirm=True",))
+        == "over 1e9: pass --yes to run it"
+    )
+    assert flagged("(transfer=False leaves it out)", REPORT_PARAMS) == "(--no-transfer leaves it out)"
+    assert flagged("predicted on 'abci' (machine)", REPORT_PARAMS) == "predicted on 'abci' (--machine)"
 
 
 @pytest.mark.parametrize(
