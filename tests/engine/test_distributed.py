@@ -502,6 +502,7 @@ def test_dask_bad_local_count_is_an_input_error(spec, tmp_path):
     result = sweep("run", spec, "-o", tmp_path / "out", "--dask", "local:0")
     assert result.exit_code == 2
     assert "local:N" in result.output
+    assert result.output.startswith("error: --dask local:N needs a worker count N >= 1, got 'local:0'")
 
 
 def test_missing_dask_is_one_line(spec, tmp_path, monkeypatch):
@@ -510,6 +511,7 @@ def test_missing_dask_is_one_line(spec, tmp_path, monkeypatch):
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
     assert "paradl-sweep[dask]" in line
+    assert line.startswith("error: --dask needs Dask: pip install")
 
 
 def test_run_help_mentions_the_distributed_options():
