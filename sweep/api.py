@@ -309,16 +309,19 @@ def run(
     from sweep.reduce.keep import parse_keep
 
     if resume and overwrite:
-        raise InputError("give --resume (continue the folder's run) or --overwrite (start over), not both")
+        raise InputError("give resume or overwrite (start over), not both", param=("resume", "overwrite"))
     size = _chunk(chunk)
     parts = parse_shard(shard) if isinstance(shard, str) else shard
     if isinstance(dask, str) and not dask.strip():
-        raise InputError("--dask needs a scheduler address or local:N")
+        raise InputError("dask needs a scheduler address or local:N", param="dask")
     began = time.perf_counter()
     the_plan = plan(spec)
     prepare_s = time.perf_counter() - began
     if the_plan.size > CONFIRM_POINTS and not confirm:
-        raise InputError(f"{the_plan.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass --yes to run it")
+        raise InputError(
+            f"{the_plan.size:.3g} points is over {CONFIRM_POINTS:.0e}: pass confirm=True to run it",
+            param="confirm=True",
+        )
     opts = RunOptions(
         out=Path(out) if out else Path("outputs") / the_plan.spec.name,
         chunk=size,
@@ -453,14 +456,13 @@ def sensitivity(
 
     settings: dict[str, int | str] = {k: v for k, v in own.items() if v is not None}
     if source is None:
-        given = {"model": model, "machine": machine, "strategy": strategy, "p": p}
-        missing = [f"--{k}" for k, v in given.items() if v is None]
-        if b is None and global_batch is None:
-            missing.append("--b (or --global-batch)")
-        if missing:
-            raise InputError(f"give DIR, or a configuration: missing {', '.join(missing)}")
+        batch = b if global_batch is None else global_batch
+        given = {"model": model, "machine": machine, "strategy": strategy, "p": p, "b": batch}
+        if missing := [k for k, v in given.items() if v is None]:  # "b" is no part of another name
+            text = ", ".join(missing).replace("b", "b (or global_batch)")
+            raise InputError(f"give DIR or a configuration: missing {text}", param=(*missing, "global_batch"))
         if where:
-            raise InputError("--where needs DIR")
+            raise InputError("where needs DIR", param="where")
         assert model is not None and machine is not None and strategy is not None and p is not None
         bound = bind(model, machine, set=set, lc=lc)
         with backend.computation(x64=True):
@@ -468,7 +470,7 @@ def sensitivity(
                 bound, strategy, p, b, p2, S, of, settings, global_batch=global_batch, micro_batch=micro_batch
             )
     if model or machine or strategy or p or b or set or settings or global_batch or micro_batch:
-        raise InputError("give DIR or a configuration (--model ...), not both")
+        raise InputError("give DIR or a configuration (model ...), not both", param="model")
     with backend.computation(x64=True):
         return elasticities.sensitivities(
             source, where=where, max_rows=elasticities.MAX_ROWS if max_rows is None else max_rows, metric=of
@@ -501,9 +503,9 @@ def validate(
     from sweep.trust.report import Validation, read_runs
 
     if out is not None and Path(out).suffix not in (".csv", ".parquet"):
-        raise InputError("-o must end in .csv or .parquet", str(out))
+        raise InputError(f"out must end in .csv or .parquet, got '{out}'", param="out")
     if plot is not None and Path(plot).suffix not in (".png", ".pdf", ".svg"):
-        raise InputError("--plot must end in .png, .pdf or .svg", str(plot))
+        raise InputError(f"plot must end in .png, .pdf or .svg, got '{plot}'", param="plot")
     meas, profile, warnings = read_runs(measured, machine, set, strict)
     with backend.computation(x64=True):
         pred = validation.predict(meas)
@@ -582,9 +584,9 @@ def _cv(cv: str | int) -> str | int:
     try:
         folds = int(text)
     except ValueError:
-        raise InputError(f"--cv must be a number of folds, 'model' or 0, got '{cv}'") from None
+        raise InputError(f"cv must be a number of folds, 'model' or 0, got '{cv}'", param="cv") from None
     if folds < 0 or folds == 1:
-        raise InputError(f"--cv needs 0 (none) or at least 2 folds, got {folds}")
+        raise InputError(f"cv needs 0 (none) or at least 2 folds, got {folds}", param="cv")
     return folds
 
 
@@ -592,7 +594,7 @@ def _chunk(chunk: int | None) -> int:
     from sweep.engine.index import MAX_CHUNK
 
     if chunk is not None and not 1 <= chunk <= MAX_CHUNK:
-        raise InputError(f"--chunk must be in 1..{MAX_CHUNK}, got {chunk}")
+        raise InputError(f"chunk must be in 1..{MAX_CHUNK}, got {chunk}", param="chunk")
     return chunk or 0
 
 
@@ -602,5 +604,5 @@ def _columns(columns: Sequence[str] | str | None) -> tuple[str, ...] | None:
     names = [columns] if isinstance(columns, str) else list(columns)
     cols = tuple(c.strip() for n in names for c in n.split(",") if c.strip())
     if not cols:
-        raise InputError(f"--columns names no column, got '{','.join(names)}'")
+        raise InputError(f"columns names no column, got '{','.join(names)}'", param="columns")
     return cols

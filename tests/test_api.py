@@ -22,6 +22,7 @@ import grids
 import sweep
 from sweep import api
 from sweep.cli.main import cli
+from sweep.cli.options import REPORT_PARAMS, flagged
 from sweep.engine.evaluate import estimate
 from sweep.errors import InputError, InputWarning
 from sweep.inputs.machines import load_machine
@@ -324,7 +325,13 @@ def test_calibrate_is_the_cli_report(runner, tmp_path):
     args = [PUBLIC, "--machine", "abci", "--fit", "overheads.data.all", "--cv", "0"]
     printed = cli_out(runner, "calibrate", *args).splitlines()
     result = api.calibrate(PUBLIC, "abci", fit="overheads.data.all", cv=0)
-    assert [*result.lines(), "(no -o: no machine file written)"] == printed
+    # the same report, its parameters written as the CLI's flags
+    assert [
+        *(flagged(line, REPORT_PARAMS) for line in result.lines()),
+        "(no -o: no machine file written)",
+    ] == printed
+    assert "structure: the parameters named (fit), priors x1" in result.lines()
+    assert "structure: the parameters named (--fit), priors x1" in printed
     written = api.calibrate(PUBLIC, "abci", fit="overheads.data.all", cv=0, out=tmp_path / "fit.toml")
     assert written.written == tmp_path / "fit.toml"
     again = load_machine(str(tmp_path / "fit.toml"))

@@ -72,6 +72,7 @@ GRID = 4096
 MAX_GRID = 1 << 20
 BISECT_STEPS = 64
 TARGET_OPS = ("<=", "<", ">=", ">")
+_KNOWN = ", ".join(RESULT_COLUMNS)  # the columns a target or a metric may name
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,14 @@ def parse_target(text: str) -> Target:
     """``COL <= X`` (also ``<``, ``>=``, ``>``) over a result column (docs/output-format.md#columns)."""
     m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE_]+)\s*", text or "")
     if m is None:
-        raise InputError(f"--target must look like 't_epoch_s <= 10', got '{text}'")
+        raise InputError(f"target must look like 't_epoch_s <= 10', got '{text}'", param="target")
     metric, op, raw = m.groups()
     if metric not in RESULT_COLUMNS:
-        raise InputError(f"--target: unknown metric '{metric}' (known: {', '.join(RESULT_COLUMNS)})")
+        raise InputError(f"target: unknown metric '{metric}' (known: {_KNOWN})", param="target")
     try:
         value = float(raw.replace("_", ""))
     except ValueError:
-        raise InputError(f"--target: '{raw}' is not a number") from None
+        raise InputError(f"target: '{raw}' is not a number", param="target") from None
     return Target(metric, op, value)
 
 
@@ -366,22 +367,21 @@ def _solve(bound: Bound, q: Question) -> Answer:
     check_lists(q, (*q.strategies, *([q.beats] if q.beats else [])))
     check_param(q.param)
     if q.target is None and q.beats is None:
-        raise InputError("give a --target (e.g. 't_epoch_s <= 10') or a rival strategy with --beats")
+        raise InputError("give a target ('t_epoch_s <= 10') or beats (a rival)", param=("target", "beats"))
     if q.beats and q.beats in q.strategies:
-        raise InputError(f"--beats {q.beats} is also one of --strategy")
+        raise InputError(f"beats {q.beats} is also one of strategies", param=("beats", "strategies"))
     if q.p < 1:
-        raise InputError(f"--p must be >= 1, got {q.p}")
+        raise InputError(f"p must be >= 1, got {q.p}", param="p")
     if not q.b and not q.B:
-        raise InputError("give samples per replica (--b) or a global batch (--B)")
+        raise InputError("give samples per replica (b) or a global batch (B)", param=("b", "B"))
     if not 2 <= q.grid <= MAX_GRID:
-        raise InputError(f"--grid must be in 2..{MAX_GRID:,}, got {q.grid:,}")
+        raise InputError(f"grid must be in 2..{MAX_GRID:,}, got {q.grid:,}", param="grid")
     d_lo, d_hi = _default_range(bound, q.param)
-    lo = d_lo if q.lo is None else q.lo
-    hi = d_hi if q.hi is None else q.hi
+    lo, hi = (d_lo if q.lo is None else q.lo), (d_hi if q.hi is None else q.hi)
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
-        raise InputError(f"--range must satisfy 0 <= LO < HI, got {lo:g}:{hi:g}")
+        raise InputError(f"range must satisfy 0 <= LO < HI, got {lo:g}:{hi:g}", param="range")
     if hi > PARAMS[q.param].high:
-        raise InputError(f"--range: {q.param} is at most {PARAMS[q.param].high:g}, got {hi:g}")
+        raise InputError(f"range: {q.param} is at most {PARAMS[q.param].high:g}, got {hi:g}", param="range")
     log = lo > 0
     prob = _Problem(bound, q, log)
     cand = _candidates(bound, q, prob.all)
@@ -517,9 +517,9 @@ def codesign(
 
     check_param(param)
     if metric not in RESULT_COLUMNS:
-        raise InputError(f"--metric: unknown column '{metric}' (known: {', '.join(RESULT_COLUMNS)})")
+        raise InputError(f"metric: unknown column '{metric}' (known: {_KNOWN})", param="metric")
     if b and B:
-        raise InputError("give --b or --B, not both")
+        raise InputError("give b or B, not both", param=("b", "B"))
     base = machine if isinstance(machine, MachineProfile) else load_machine(machine)
     profile = base.with_overrides(dict(set or {}))
     loaded = model if isinstance(model, Model) else load_model(model, lc=lc)

@@ -89,9 +89,11 @@ def _pyplot():
 def _check_out(path: str | Path) -> Path:
     out = Path(path)
     if out.suffix.lower() not in FORMATS:
-        raise InputError(f"-o: unknown image type '{out.suffix or out.name}' (use {', '.join(FORMATS)})")
+        raise InputError(
+            f"out: unknown image type '{out.suffix or out.name}' (use {', '.join(FORMATS)})", param="out"
+        )
     if not out.parent.exists():
-        raise InputError("-o: folder does not exist", str(out.parent))
+        raise InputError(f"out: folder does not exist: {out.parent}", param="out")
     return out
 
 
@@ -154,7 +156,8 @@ def _one_model_and_machine(table: pa.Table, what: str) -> None:
         if len(names) > 1:
             raise InputError(
                 f"a {what} shows one {column}, and the data holds {len(names)} ({', '.join(names)}): "
-                f"pick one with --where \"{column} == '{names[0]}'\""
+                f"pick one with where \"{column} == '{names[0]}'\"",
+                param="where",
             )
 
 
@@ -179,7 +182,7 @@ def scaling(
     plt = _pyplot()
     table = best(sw, per=["strategy", x], by=metric, where=where, columns=["strategy", x, metric])
     if table.num_rows == 0:
-        raise InputError("no feasible rows to plot (check --where)")
+        raise InputError("no feasible rows to plot (check where)", param="where")
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for label, style, color, xs, ys in _scaling_lines(table, x, metric):
         order = np.argsort(xs)
@@ -250,7 +253,7 @@ def breakdown(
     cols = ["strategy", x, by, *[c for c, _, _ in BREAKDOWN]]
     table = best(sw, per=["strategy", x], by=by, where=where, columns=list(dict.fromkeys(cols)))
     if table.num_rows == 0:
-        raise InputError("no feasible rows to plot (check --where)")
+        raise InputError("no feasible rows to plot (check where)", param="where")
     _one_model_and_machine(table, "time breakdown")
     strategies = list(dict.fromkeys(_column(table, "strategy").tolist()))
     n = len(strategies)
@@ -383,14 +386,14 @@ def regime(
         if c not in sw.schema.names:
             raise InputError(f"unknown column '{c}' (known: {', '.join(sw.schema.names)})")
     if x == y:
-        raise InputError("--x and --y must differ")
+        raise InputError("x and y must differ", param=("x", "y"))
     plt = _pyplot()
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
     table = best(sw, per=[x, y], by=metric, where=where, columns=[x, y, "strategy", metric])
     if table.num_rows == 0:
-        raise InputError("no feasible rows to plot (check --where)")
+        raise InputError("no feasible rows to plot (check where)", param="where")
     _one_model_and_machine(table, "regime map")
     xs, ys = _distinct_values(sw, [x, y], where)  # every cell, feasible or not
     strategies = sorted(

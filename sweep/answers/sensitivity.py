@@ -107,7 +107,7 @@ def metric_fn(strategy: str, swept: Sequence[str], metric: str = "t_epoch_s"):
 
 def _check_metric(metric: str) -> str:
     if metric not in METRICS:
-        raise InputError(f"--of: unknown metric '{metric}' (known: {', '.join(METRICS)})")
+        raise InputError(f"of: unknown metric '{metric}' (known: {', '.join(METRICS)})", param="of")
     return metric
 
 
@@ -261,7 +261,8 @@ def _every(source, where: str | None, max_rows: int, metric: str) -> pa.Table:
     n = sw.count_rows(where)
     if n > max_rows:
         raise InputError(
-            f"{n:,} rows match; sensitivities take at most {max_rows:,} (narrow --where or raise --max-rows)"
+            f"{n:,} rows match; sensitivities take at most {max_rows:,} (narrow where or raise max_rows)",
+            param=("where", "max_rows"),
         )
     swept = [c for c in sw.schema.names if c in SCALAR_PARAMS]
     cols = [

@@ -36,7 +36,21 @@ FLAGS: dict[str, str] = {
     "confirm": "--yes",
     "space_check": "--no-space-check",
     "quality": "--quality-weight",
+    "strategies": "--strategy",
+    # a setting as the API writes it (a keyword and its value), where the flag is the switch
+    "confirm=True": "--yes",
+    "resume=True": "--resume",
+    "strict=True": "--strict",
+    "transfer=False": "--no-transfer",
+    "space_check=False": "--no-space-check",
+    # an argument named in parentheses by a report (the profile runs were predicted on)
+    "(machine)": "(--machine)",
+    "(fit)": "(--fit)",
 }
+
+#: What the reports of :mod:`sweep.trust.report` and a stopped run's message name: settings and
+#: arguments written as above, in text that carries no ``param``.
+REPORT_PARAMS = ("strict=True", "transfer=False", "resume=True", "(machine)", "(fit)")
 
 
 def flag(name: str) -> str:

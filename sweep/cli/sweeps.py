@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from kernels.strategies.registry import REGISTRY
-from sweep.cli.options import configuration_options, handle_errors, parse_set
+from sweep.cli.options import REPORT_PARAMS, configuration_options, flagged, handle_errors, parse_set
 
 
 @click.command()
@@ -179,7 +179,7 @@ def run(
             space_check=not no_space_check,
         )  # fmt: skip
     except Interrupted as err:
-        click.echo(f"\n{err}", err=True)
+        click.echo(f"\n{flagged(str(err), REPORT_PARAMS)}", err=True)
         sys.exit(130)
     if sys.stderr.isatty():
         click.echo("", err=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from sweep.cli.options import handle_errors, parse_set
+from sweep.cli.options import REPORT_PARAMS, flagged, handle_errors, parse_set
 
 _strict = click.option(
     "--strict", is_flag=True, help="Stop at the first bad row (default: skip bad rows, with a warning each)."
@@ -20,7 +20,7 @@ _sets = click.option(
 
 def _warn(warnings: list[str]) -> None:
     for text in warnings:
-        click.echo(f"warning: {text}", err=True)
+        click.echo(f"warning: {flagged(text, REPORT_PARAMS)}", err=True)
 
 
 @click.command()
@@ -54,7 +54,7 @@ def validate(csv_path, machine_spec, sets, strict, out, plot_path, summary_only)
     result = api.validate(csv_path, machine_spec, set=parse_set(sets), strict=strict, out=out, plot=plot_path)
     _warn(result.warnings)
     for line in result.lines(rows=not summary_only):
-        click.echo(line)
+        click.echo(flagged(line, REPORT_PARAMS))
     for path in result.written:
         click.echo(f"wrote {path}")
 
@@ -146,7 +146,7 @@ def calibrate(
     )  # fmt: skip
     _warn(result.warnings)
     for line in result.lines():
-        click.echo(line)
+        click.echo(flagged(line, REPORT_PARAMS))
     if result.written is None:
         click.echo("(no -o: no machine file written)")
     else:

@@ -139,7 +139,7 @@ def connect(address: Any):
         import distributed
     except ImportError:
         raise InputError(
-            '--dask needs Dask: pip install "paradl-sweep[dask]" (or "dask[distributed]")'
+            'dask needs Dask: pip install "paradl-sweep[dask]" (or "dask[distributed]")', param="dask"
         ) from None
     if isinstance(address, distributed.Client):
         return address, []
@@ -150,7 +150,7 @@ def connect(address: Any):
         except ValueError:
             n = 0
         if n < 1:
-            raise InputError(f"--dask local:N needs a worker count N >= 1, got '{text}'")
+            raise InputError(f"dask local:N needs a worker count N >= 1, got '{text}'", param="dask")
         cluster = distributed.LocalCluster(
             n_workers=n,
             threads_per_worker=1,
@@ -163,7 +163,7 @@ def connect(address: Any):
     try:
         client = distributed.Client(text, timeout="30s")
     except (OSError, TimeoutError, ValueError) as err:
-        raise InputError(f"--dask: cannot reach the scheduler at '{text}': {err}") from None
+        raise InputError(f"dask: cannot reach the scheduler at '{text}': {err}", param="dask") from None
     return client, [client]
 
 

@@ -41,7 +41,9 @@ def evaluate_plan(plan: Plan, opts: RunOptions, max_points: int = MAX_POINTS) ->
     """
     check_size(plan, max_points)
     if opts.keep.reduces:
-        raise InputError("an evaluation in memory keeps every row: run a --keep reduction with sweep.run")
+        raise InputError(
+            "an evaluation in memory keeps every row: run a keep reduction with sweep.run", param="keep"
+        )
     schema = run_schema(plan, opts)
     dtype = np.float64 if opts.x64 else np.float32
     tables = []

@@ -143,9 +143,10 @@ def check_free_space(plan: Plan, opts: RunOptions) -> None:
     if need > free:
         raise InputError(
             f"writing every row needs ~{need / 1e9:,.3g} GB ({points:,} rows at ~{PLAN_ROW_BYTES} bytes, "
-            f"sweep plan's estimate) but {free / 1e9:,.3g} GB are free: keep a reduction (--keep), "
-            "sweep fewer points, write elsewhere, or pass --no-space-check",
+            f"sweep plan's estimate) but {free / 1e9:,.3g} GB are free: keep a reduction (keep), "
+            "sweep fewer points, write elsewhere, or pass space_check=False",
             str(opts.out),
+            param=("keep", "space_check=False"),
         )
 
 
@@ -167,7 +168,7 @@ def _run(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], Non
     main_thread = threading.current_thread() is threading.main_thread()
     if main_thread:
         signal.signal(signal.SIGTERM, _raise_interrupt)
-    hint = "rerun the same command" if run.tag else "rerun with --resume"  # how to continue a stop
+    hint = "rerun the same command" if run.tag else "rerun with resume=True"  # how to continue a stop
     try:
         with run.lock:
             run.save_manifest()
@@ -194,6 +195,7 @@ def _run(plan: Plan, opts: RunOptions, progress: Callable[[int, int, float], Non
         raise InputError(
             f"stopped: {what}; {run.manifest.rows:,} rows kept; fix it and {hint} to continue",
             str(run.folder),
+            param="resume=True",
         ) from None
     except BaseException:
         store.remove_temporaries(run.folder, run.tag)

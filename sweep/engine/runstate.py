@@ -53,7 +53,7 @@ def parse_shard(text: str) -> Shard:
     """``K/N`` with ``0 <= K < N`` (a Slurm array ``--array=0-15`` passes ``$SLURM_ARRAY_TASK_ID/16``)."""
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
     if not m or not 0 <= int(m[1]) < int(m[2]):
-        raise InputError(f"--shard must be K/N with 0 <= K < N, got '{text}'")
+        raise InputError(f"shard must be K/N with 0 <= K < N, got '{text}'", param="shard")
     return Shard(int(m[1]), int(m[2]))
 
 
@@ -465,7 +465,9 @@ def run_schema(plan: Plan, opts: RunOptions) -> store.Schema:
     if opts.columns is not None:
         bad = [c for c in opts.columns if c not in names]
         if bad:
-            raise InputError(f"--columns: unknown column '{bad[0]}' (known: {', '.join(names)})")
+            raise InputError(
+                f"columns: unknown column '{bad[0]}' (known: {', '.join(names)})", param="columns"
+            )
         # a front of distinct optima always says how many configurations each row stands for
         schema.columns = tuple(c for c in names if c in opts.columns or c == store.TIED)
     return schema
@@ -538,8 +540,8 @@ def describe_plan(plan: Plan) -> list[str]:
     rate, keep_rate, row_bytes = PLAN_ROWS_PER_S, PLAN_KEEP_PER_S, PLAN_ROW_BYTES
     lines.append(
         f"estimate: ~{_seconds(plan.size / rate)} writing every row ({rate:,.0f} rows/s, "
-        f"~{plan.size * row_bytes / 1e9:,.2f} GB of Parquet); ~{_seconds(plan.size / keep_rate)} with --keep "
-        f"({keep_rate:,.0f} configurations/s); less with --only-feasible"
+        f"~{plan.size * row_bytes / 1e9:,.2f} GB of Parquet); ~{_seconds(plan.size / keep_rate)} with keep "
+        f"({keep_rate:,.0f} configurations/s); less with only_feasible"
     )
     lines.append(
         f"a first run of the spec also compiles {len(plan.jobs)} kernel(s), 0.3-3 s each on 2 cores;"

@@ -21,7 +21,7 @@ from kernels.machine import INTER_PARAMS, KIND_EFFICIENCY_PARAMS, inter_levels
 from kernels.names import PARAMS
 from kernels.params import CHOICE, CONTINUOUS, FAMILIES, SWITCH, WHOLE
 from kernels.terms import ADDITIVE_TERMS, OVERHEAD_TERMS
-from sweep.errors import InputError, where
+from sweep.errors import InputError, InputWarning, where
 from sweep.inputs.models import read_toml
 
 #: Top-level number keys a machine file always has (written back always), with defaults
@@ -63,9 +63,8 @@ def warn_implausible(name: str, values, origin: str, key: str | None = None) -> 
     hint = {"s": "latencies are in seconds (5 us is 5e-6)"}.get(
         unit, f"the unit is {unit} (100 G{unit} is 1e11)"
     )
-    warnings.warn(
-        f"{where(origin, key=key or name)}: {value:g} {unit} is {bound}, implausible; {hint}", stacklevel=3
-    )
+    text = f"{where(origin, key=key or name)}: {value:g} {unit} is {bound}, implausible; {hint}"
+    warnings.warn(InputWarning(text, param="set" if origin == "set" else ()), stacklevel=3)
 
 
 def _is_number(value) -> bool:
@@ -172,9 +171,13 @@ class MachineProfile:
             return self.measured_rate_flops
         return self.params["gpu_flops"] * self.params["efficiency"]
 
-    def with_overrides(self, values: Mapping[str, float | str], origin: str = "--set") -> MachineProfile:
-        """Validated overrides, applied in the kernels by :func:`kernels.with_params`."""
-        checked = {k: check_param(k, v, origin) for k, v in values.items()}
+    def with_overrides(self, values: Mapping[str, float | str], origin: str = "set") -> MachineProfile:
+        """Validated overrides, applied in the kernels by :func:`kernels.with_params`; a mistake
+        is said of ``origin`` (the parameter ``set`` unless a file's table is named)."""
+        try:
+            checked = {k: check_param(k, v, origin) for k, v in values.items()}
+        except InputError as err:
+            raise InputError(str(err), param=(*err.param, *(("set",) if origin == "set" else ()))) from None
         return replace(self, overrides={**self.overrides, **checked})
 
     def pytree(self, dtype=np.float64) -> Machine:

@@ -66,7 +66,7 @@ OLD_MANIFEST = "_manifest.json"
 #: The error for a folder of such a version, given the old manifest's name.
 OLD_VERSION = (
     "was written by an earlier version of paradl-sweep ({}): cannot continue it; "
-    "use another folder or --overwrite"
+    "use another folder or overwrite"
 )
 #: The file of a run's reduction (``--keep``): its kept rows, written once at the end.
 KEEP_PART = "part-keep.parquet"
@@ -518,7 +518,7 @@ def prepare_folder(
         (folder / MANIFEST).unlink(missing_ok=True)
         return None
     if resume and manifest is None and old:
-        raise InputError(OLD_VERSION.format(old[0].name), str(folder))
+        raise InputError(OLD_VERSION.format(old[0].name), str(folder), param="overwrite")
     if resume:
         if manifest is None:
             if has_parts:
@@ -527,12 +527,17 @@ def prepare_folder(
         if manifest.run_key != run_key:
             raise InputError(
                 f"was written by {_key_change(manifest.run_key, run_key)}: cannot resume "
-                "(repeat its spec and options, or use --overwrite)",
+                "(repeat its spec and options, or use overwrite)",
                 str(folder),
+                param="overwrite",
             )
         return manifest
     if manifest is not None or has_parts:
-        raise InputError("output folder already holds a sweep (use --resume or --overwrite)", str(folder))
+        raise InputError(
+            "output folder already holds a sweep (use resume or overwrite)",
+            str(folder),
+            param=("resume", "overwrite"),
+        )
     return None
 
 
@@ -549,24 +554,30 @@ def _prepare_shard(folder: Path, overwrite: bool, run_key: dict, tag: str) -> Ma
         _remove([folder / own, folder / MANIFEST, folder / f"_manifest-{tag}.json", folder / OLD_MANIFEST])
         return None
     if old := old_manifests(folder):
-        raise InputError(OLD_VERSION.format(old[0].name), str(folder))
+        raise InputError(OLD_VERSION.format(old[0].name), str(folder), param="overwrite")
     for path in [folder / MANIFEST, *(p for p in shard_manifests(folder).values() if p.name != own)]:
         other = load_manifest(folder, path.name)
         if other is not None and other.run_key != run_key:
             raise InputError(
-                f"holds a different sweep or shard count ({path.name}): use another folder or --overwrite",
+                f"holds a different sweep or shard count ({path.name}): use another folder or overwrite",
                 str(folder),
+                param="overwrite",
             )
     manifest = load_manifest(folder, own)
     if manifest is None:
         if any(folder.glob(f"part-{tag}-*.parquet")):
-            raise InputError(f"has part files of shard {tag} but no manifest (use --overwrite)", str(folder))
+            raise InputError(
+                f"has part files of shard {tag} but no manifest (use overwrite)",
+                str(folder),
+                param="overwrite",
+            )
         return None
     if manifest.run_key != run_key:
         raise InputError(
             f"shard {tag} was written by {_key_change(manifest.run_key, run_key)} "
-            "(repeat its spec and options, or use --overwrite)",
+            "(repeat its spec and options, or use overwrite)",
             str(folder),
+            param="overwrite",
         )
     return manifest
 

@@ -64,28 +64,33 @@ def parse_keep(text: str | None, columns: tuple[str, ...]) -> Keep:
     if kind == "pareto":
         names, _, option = rest.partition(":")
         if option not in ("", "all"):
-            raise InputError(f"--keep pareto:COLS takes only ':all' after the columns, got ':{option}'")
+            raise InputError(
+                f"keep pareto:COLS takes only ':all' after the columns, got ':{option}'", param="keep"
+            )
         cols = tuple(c.strip() for c in names.split(",") if c.strip())
         if len(cols) < 1:
-            raise InputError("--keep pareto needs columns, e.g. pareto:t_epoch_s,p")
+            raise InputError("keep pareto needs columns, e.g. pareto:t_epoch_s,p", param="keep")
         keep = Keep("pareto", cols, ties=option == "all")
     elif kind == "top":
         k_text, _, col = rest.partition(":")
         try:
             k = int(k_text)
         except ValueError:
-            raise InputError(f"--keep top:K:COL needs an integer K, got '{k_text}'") from None
+            raise InputError(f"keep top:K:COL needs an integer K, got '{k_text}'", param="keep") from None
         if k < 1 or not col:
-            raise InputError("--keep top:K:COL needs K >= 1 and a column")
+            raise InputError("keep top:K:COL needs K >= 1 and a column", param="keep")
         if k > MAX_TOP_K:
             raise InputError(
-                f"--keep top:K:COL holds K rows in memory: K must be <= {MAX_TOP_K:,}, got {k:,}"
-                " (for more, write the rows, e.g. with --only-feasible, and query them with sweep top)"
+                f"keep top:K:COL holds K rows in memory: K must be <= {MAX_TOP_K:,}, got {k:,}"
+                " (for more, write the rows, e.g. with only_feasible, and query them with sweep top)",
+                param=("keep", "only_feasible"),
             )
         keep = Keep("top", (col.strip(),), k)
     else:
-        raise InputError(f"--keep must be all, pareto:COLS[:all] or top:K:COL, got '{text}'")
+        raise InputError(f"keep must be all, pareto:COLS[:all] or top:K:COL, got '{text}'", param="keep")
     for c in keep.columns:
         if c not in columns:
-            raise InputError(f"--keep: unknown or non-numeric column '{c}' (known: {', '.join(columns)})")
+            raise InputError(
+                f"keep: unknown or non-numeric column '{c}' (known: {', '.join(columns)})", param="keep"
+            )
     return keep

@@ -133,8 +133,9 @@ def _check_finished(folder: Path, manifests: dict[int, Manifest], n: int, merged
     if problems:
         raise InputError(
             f"{len(problems)} of {n} shards not finished: {', '.join(problems)}; "
-            f"rerun each with sweep run SPEC --shard K/{n} -o {folder}",
+            f"rerun each with shard K/{n} into {folder}",
             str(folder),
+            param="shard",
         )
 
 

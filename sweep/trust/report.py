@@ -51,13 +51,13 @@ def read_runs(
             meas = fill(meas, strict)
     warnings = [f"{message} (row skipped)" for message in meas.messages()]
     if meas.skipped:
-        warnings.append(f"{len(meas.skipped)} bad rows skipped; --strict makes them errors")
+        warnings.append(f"{len(meas.skipped)} bad rows skipped; strict=True makes them errors")
     if profile is not None:
         names = {profile.name, profile.measured_key}
         other = sorted({r.machine for r in meas.runs if r.machine and r.machine not in names})
         if other:
             warnings.append(
-                f"runs measured on {', '.join(other)} are predicted on '{profile.name}' (--machine)"
+                f"runs measured on {', '.join(other)} are predicted on '{profile.name}' (machine)"
             )
     return meas, profile, warnings
 
@@ -207,7 +207,7 @@ class Calibrated:
         if cal.cv_s is not None:
             out += ["", *ranking_lines(rankings(meas, cal.cv_s))]
         out += [
-            f"note: {pure} takes the overheads fitted for {hybrid} (--no-transfer to leave it out)"
+            f"note: {pure} takes the overheads fitted for {hybrid} (transfer=False leaves it out)"
             for pure, hybrid in self.moved.items()
         ]
         return out
@@ -216,7 +216,7 @@ class Calibrated:
         """The candidate structures' leave-one-model-out accuracy and flags, and the one chosen."""
         cal = self.calibration
         if cal.candidates is None:
-            return [f"structure: the parameters named (--fit), priors x{cal.problem.settings.prior_scale:g}"]
+            return [f"structure: the parameters named (fit), priors x{cal.problem.settings.prior_scale:g}"]
         out = ["candidate structures, leave one model out (mean symmetric accuracy, held out):"]
         for c in cal.candidates:
             mark = "  <- chosen" if c is cal.chosen else ""
@@ -302,7 +302,7 @@ def check_toml_path(path: str | Path) -> None:
     """A machine file to write: a ``.toml`` in a folder that exists."""
     path = Path(path)
     if path.suffix != ".toml":
-        raise InputError("out must end in .toml", str(path), param="out")
+        raise InputError(f"out must end in .toml, got '{path}'", param="out")
     if not path.parent.is_dir():
         raise InputError("no such folder", str(path.parent))
 

@@ -138,6 +138,8 @@ def test_scaling_draws_each_model_apart(two, tmp_path):
     [("breakdown", {}), ("pareto", {"minimize": ["t_epoch_s", "p"]}), ("regime", {"x": "p", "y": "b"})],
 )
 def test_one_model_figures_refuse_two_models_until_a_where_picks_one(two, tmp_path, kind, options):
-    with pytest.raises(InputError, match=r"data holds 2 \(resnet50, vgg16\): pick one with --where"):
+    with pytest.raises(
+        InputError, match=r"data holds 2 \(resnet50, vgg16\): pick one with where \"model == 'resnet50'\"$"
+    ):
         plot.KINDS[kind](two, tmp_path / "x.png", **options)
     _valid(plot.KINDS[kind](two, tmp_path / "x.png", where="model == 'resnet50'", **options))

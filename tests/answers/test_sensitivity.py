@@ -151,7 +151,7 @@ def test_cli_sensitivity(small, tmp_path):
     assert r.exit_code == 0, r.output
     assert len((tmp_path / "e.csv").read_text().splitlines()) == 1 + 2 * 2 * 3
     r = runner.invoke(cli, ["sensitivity", "--model", "resnet50"])
-    assert r.exit_code == 2 and r.stderr.startswith("error: give DIR, or a configuration")
+    assert r.exit_code == 2 and r.stderr.startswith("error: give DIR or a configuration")
     r = runner.invoke(cli, ["sensitivity", str(small), "--model", "resnet50"])
     assert r.exit_code == 2 and "not both" in r.stderr
 

@@ -174,7 +174,7 @@ def test_parse_shard():
     assert Shard(3, 16).tag == "s0003of0016"
     assert store.part_name(1, 12, "s0003of0016") == "part-s0003of0016-j0001-c000000012.parquet"
     for bad in ("16/16", "-1/4", "1/0", "a/b", "3"):
-        with pytest.raises(InputError, match="--shard"):
+        with pytest.raises(InputError, match=r"^shard must be K/N with 0 <= K < N, got "):
             parse_shard(bad)
 
 
@@ -467,7 +467,7 @@ def test_dask_interrupted_then_resumed_gives_the_same_rows(client, spec, referen
             raise KeyboardInterrupt  # as Ctrl-C in the driver
 
     opts = RunOptions(out=out, chunk=CHUNK, dask=client)
-    with pytest.raises(Interrupted, match="--resume"):
+    with pytest.raises(Interrupted, match="rerun with resume=True to continue"):
         run_sweep(p, opts, interrupt)
     m = store.read_manifest(out)
     assert m["complete"] is False and m["rows"] > 0
@@ -502,6 +502,7 @@ def test_dask_bad_local_count_is_an_input_error(spec, tmp_path):
     result = sweep("run", spec, "-o", tmp_path / "out", "--dask", "local:0")
     assert result.exit_code == 2
     assert "local:N" in result.output
+    assert result.output.startswith("error: --dask local:N needs a worker count N >= 1, got 'local:0'")
 
 
 def test_missing_dask_is_one_line(spec, tmp_path, monkeypatch):
@@ -510,6 +511,7 @@ def test_missing_dask_is_one_line(spec, tmp_path, monkeypatch):
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
     assert "paradl-sweep[dask]" in line
+    assert line.startswith("error: --dask needs Dask: pip install")
 
 
 def test_run_help_mentions_the_distributed_options():

@@ -152,7 +152,7 @@ def test_plausible_machine_files_do_not_warn():
 
 
 def test_implausible_set_and_axis_warn_once(tmp_path):
-    with pytest.warns(UserWarning, match=r"--set: key 'inter_bandwidth_Bps': 100 B/s"):
+    with pytest.warns(UserWarning, match=r"^set: key 'inter_bandwidth_Bps': 100 B/s"):
         load_machine("abci").with_overrides({"inter_bandwidth_Bps": 100})
     spec = tmp_path / "s.toml"
     spec.write_text(
