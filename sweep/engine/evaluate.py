@@ -52,6 +52,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "samples_per_s",
     "tokens_per_s",
     "mfu",
+    "energy_kwh",
+    "cost_usd",
 )
 
 

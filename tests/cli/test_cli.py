@@ -51,6 +51,8 @@ SPEC_COLUMNS = (
     "samples_per_s",
     "tokens_per_s",
     "mfu",
+    "energy_kwh",
+    "cost_usd",
 )
 BUILTIN_MODELS = (
     "alexnet",
