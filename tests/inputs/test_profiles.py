@@ -337,7 +337,7 @@ def test_energy_and_cost_of_a_run_by_hand():
     pue = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", set={"pue": 1.5}, **SPLIT)
     assert pue["energy_kwh"] == pytest.approx(1.5 * row["energy_kwh"], rel=1e-12)
     # a profile that states no power or price: empty, not 0
-    none = sweep.estimate("gpt3-175b", "dgx-h200", "data+tensor+pipeline", **SPLIT)
+    none = sweep.estimate("gpt3-175b", "selene", "data+tensor+pipeline", **SPLIT)
     assert none["energy_kwh"] is None and none["cost_usd"] is None
 
 
