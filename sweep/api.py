@@ -142,8 +142,8 @@ def estimate(
     precision the GPU has no rate for, vp > 1 at pp 1, .... ``own`` are the
     strategy's own settings by name, one keyword per axis of its registry entry
     (:mod:`kernels.strategies.registry`; data+tensor+pipeline's ``tp``, ``pp``, ``recompute``
-    = "none" | "selective" | "full", ``zero``, ``vp``, ``sp``, ``precision`` = "bf16" |
-    "fp8", docs/model.md §16); a setting the strategy does not use is ignored with a warning.
+    = "none" | "selective" | "full", ``zero``, ``vp``, ``sp``, ``precision`` = "bf16" | "fp8" |
+    "mxfp8" | "nvfp4", docs/model.md §16); a setting the strategy does not use is ignored with a warning.
     Every value is checked: a fraction, text for a number or an unknown name is an
     :class:`~sweep.errors.InputError` naming the parameter. On a calibrated machine file
     (one with a ``[calibration]`` table) the row also has ``t_iter_s_lo`` and ``t_iter_s_hi``,
