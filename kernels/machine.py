@@ -64,6 +64,16 @@ class Machine(NamedTuple):
     gpu_flops_fp8: Array = _DEFAULT["gpu_flops_fp8"]
     #: 1: the data-parallel gradient all-reduce overlapped with the backward pass (docs/model.md §16)
     overlap_grad_reduce: Array = _DEFAULT["overlap_grad_reduce"]
+    #: dense MXFP8 and NVFP4 peak FLOP/s, 0 for a GPU without them (docs/model.md §16)
+    gpu_flops_mxfp8: Array = _DEFAULT["gpu_flops_mxfp8"]
+    #: fraction of the low-precision peak the linear layers' GEMMs reach; 0: efficiency_linear (§16)
+    efficiency_linear_lowp: Array = _DEFAULT["efficiency_linear_lowp"]
+    gpu_flops_fp4: Array = _DEFAULT["gpu_flops_fp4"]
+    #: board power of one GPU (W; 0: not stated), the facility's PUE and the price of a GPU-hour
+    #: (USD; 0: not stated): energy_kwh and cost_usd (docs/model.md §12)
+    gpu_power_w: Array = _DEFAULT["gpu_power_w"]
+    pue: Array = _DEFAULT["pue"]
+    usd_per_gpu_hour: Array = _DEFAULT["usd_per_gpu_hour"]
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

@@ -288,8 +288,74 @@ def _transformer() -> list[Param]:
     ]
 
 
+def _precisions() -> list[Param]:
+    """The GPU's dense rate for each low-precision format beyond FP8 (docs/model.md §16): 0 for
+    a GPU without hardware for it, which the registry's ``precision`` rule refuses."""
+    return [
+        Param(
+            "gpu_flops_mxfp8",
+            "FLOP/s",
+            CONTINUOUS,
+            "dense MXFP8 (block-scaled FP8) peak FLOP rate (0: the GPU has none)",
+            0.0,
+            low_open=False,
+        ),
+        Param(
+            "efficiency_linear_lowp",
+            "fraction",
+            CONTINUOUS,
+            "fraction of the FP8/MXFP8/NVFP4 peak the linear layers' GEMMs reach (0: efficiency_linear)",
+            0.0,
+            low_open=False,
+            high=1.0,
+        ),
+        Param(
+            "gpu_flops_fp4",
+            "FLOP/s",
+            CONTINUOUS,
+            "dense NVFP4 (block-scaled FP4) peak FLOP rate (0: the GPU has none)",
+            0.0,
+            low_open=False,
+        ),
+    ]
+
+
+def _run() -> list[Param]:
+    """What a whole training run costs beyond its time (docs/model.md §12): power and price."""
+    return [
+        Param(
+            "gpu_power_w",
+            "W",
+            CONTINUOUS,
+            "board power of one GPU over a run (0: not stated; energy_kwh is NaN)",
+            0.0,
+            low_open=False,
+            plausible=(0.0, 5000.0),
+        ),
+        Param(
+            "pue",
+            "factor",
+            CONTINUOUS,
+            "power usage effectiveness: the facility's energy per unit of IT energy",
+            1.0,
+            low=1.0,
+            low_open=False,
+            plausible=(1.0, 3.0),
+        ),
+        Param(
+            "usd_per_gpu_hour",
+            "USD/GPU-h",
+            CONTINUOUS,
+            "price of one GPU-hour (0: not stated; cost_usd is NaN)",
+            0.0,
+            low_open=False,
+        ),
+    ]
+
+
 def machine_params(kinds: Sequence[str]) -> dict[str, Param]:
     """Every scalar machine parameter by name, in the kernels' order: the paper's machine, one
-    ``efficiency_<kind>`` per layer kind of ``kinds``, then data+tensor+pipeline's (§16)."""
-    records = [*_BASE, *(_kind_param(k) for k in kinds), *_transformer()]
+    ``efficiency_<kind>`` per layer kind of ``kinds``, then data+tensor+pipeline's (§16), the
+    low-precision formats' rates and a run's power and price (§12)."""
+    records = [*_BASE, *(_kind_param(k) for k in kinds), *_transformer(), *_precisions(), *_run()]
     return {p.name: p for p in records}

@@ -74,6 +74,9 @@ class Derived(NamedTuple):
     active_params: Array
     flops_per_token: Array
 
+    energy_kwh: Array
+    cost_usd: Array
+
 
 def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -> Derived:
     """The derived columns of docs/model.md §12.
@@ -122,18 +125,29 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
         params = active_params = jnp.full_like(samples_per_s, net.w_elems)
         per_token = jnp.where(net.tokens > 0, net.model_flops / jnp.maximum(net.tokens, 1.0), jnp.nan)
         flops_per_token = jnp.full_like(samples_per_s, per_token)
+
+    gpu_hours = cost.p * t_epoch / 3600.0
+    if machine is None:
+        energy_kwh = cost_usd = jnp.full_like(samples_per_s, jnp.nan)
+    else:
+        # board power x GPUs x time x PUE, J -> kWh (3.6e6 J); price x GPU-hours
+        energy = machine.gpu_power_w * cost.p * t_epoch * machine.pue / 3.6e6
+        energy_kwh = jnp.where(machine.gpu_power_w > 0, energy, jnp.nan)
+        cost_usd = jnp.where(machine.usd_per_gpu_hour > 0, gpu_hours * machine.usd_per_gpu_hour, jnp.nan)
     return Derived(
         t_comm_s=t_comm,
         t_epoch_s=t_epoch,
         t_iter_s=t_iter,
         feasible=cost.limit == OK,
-        gpu_hours=cost.p * t_epoch / 3600.0,
+        gpu_hours=gpu_hours,
         samples_per_s=samples_per_s,
         tokens_per_s=tokens_per_s,
         mfu=mfu,
         params=params,
         active_params=active_params,
         flops_per_token=flops_per_token,
+        energy_kwh=energy_kwh,
+        cost_usd=cost_usd,
     )
 
 

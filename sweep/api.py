@@ -127,6 +127,7 @@ def estimate(
     micro_batch: int | None = None,
     set: Sets = None,
     lc: str | None = None,
+    tokens: float | None = None,
     **own: int | str,
 ) -> dict[str, Any]:
     """Every output column of one configuration, in float64: ``sweep estimate --json``'s object.
@@ -141,12 +142,14 @@ def estimate(
     precision the GPU has no rate for, vp > 1 at pp 1, .... ``own`` are the
     strategy's own settings by name, one keyword per axis of its registry entry
     (:mod:`kernels.strategies.registry`; data+tensor+pipeline's ``tp``, ``pp``, ``recompute``
-    = "none" | "selective" | "full", ``zero``, ``vp``, ``sp``, ``precision`` = "bf16" |
-    "fp8", docs/model.md §16); a setting the strategy does not use is ignored with a warning.
+    = "none" | "selective" | "full", ``zero``, ``vp``, ``sp``, ``precision`` = "bf16" | "fp8" |
+    "mxfp8" | "nvfp4", docs/model.md §16); a setting the strategy does not use is ignored with a warning.
     Every value is checked: a fraction, text for a number or an unknown name is an
     :class:`~sweep.errors.InputError` naming the parameter. On a calibrated machine file
     (one with a ``[calibration]`` table) the row also has ``t_iter_s_lo`` and ``t_iter_s_hi``,
-    the 80 % prediction interval of ``t_iter_s`` (docs/trust.md).
+    the 80 % prediction interval of ``t_iter_s`` (docs/trust.md). ``tokens``: a transformer
+    trained on that many tokens instead of its data set (a GPT name's 300B), so that
+    ``t_epoch_s``, ``gpu_hours``, ``energy_kwh`` and ``cost_usd`` are those of the whole run.
 
     >>> row = sweep.estimate("resnet50", "abci", "data", p=1024, b=32)
     >>> round(row["t_epoch_s"], 2), round(row["t_comp_s"], 2)   # an epoch: 3.9 s of it computing
@@ -161,6 +164,12 @@ def estimate(
         raise InputError(f"strategy must be a name, got {strategy!r}", param="strategy")
     request = Request.of(strategy, p, b, p2, S, global_batch=global_batch, micro_batch=micro_batch, own=own)
     request.checked(warn=False)  # before loading anything: a bad value is a quick error
+    if tokens is not None:
+        from sweep.inputs.layers import Model
+        from sweep.inputs.models import load_model
+        from sweep.inputs.transformers import with_tokens
+
+        model = with_tokens(model if isinstance(model, Model) else load_model(model, lc=lc), tokens)
     bound = bind(model, machine, set=set, lc=lc)
     with backend.computation(x64=True):
         row = one(bound, request, refuse=True)

@@ -520,3 +520,28 @@ def test_dir_of_the_package_lists_each_name_once():
     names = dir(sweep)
     assert names.count("InputError") == 1 and len(names) == len(set(names))
     assert {"estimate", "codesign", "InputError"} <= set(names)
+
+
+def test_tokens_sets_the_run_a_transformer_trains_on():
+    """GPT-3 175B on 1,536 sequences of 2,048 tokens an iteration: 300B tokens (the GPT default)
+    are 300e9 / 2,048 = 146,484,375 sequences, ceil(/ 1,536) = 95,368 iterations; 1.5T tokens
+    732,421,875 sequences, 476,838 iterations, and the run's time, GPU-hours, energy and cost
+    grow with them. A CNN has no tokens."""
+    split = dict(p=64, global_batch=1536, micro_batch=1, tp=8, pp=8, recompute="full")
+    default = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", **split)
+    same = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", tokens=300e9, **split)
+    more = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", tokens=1.5e12, **split)
+    assert default["iterations"] == same["iterations"] == 95_368
+    assert same["t_epoch_s"] == default["t_epoch_s"]
+    assert more["iterations"] == 476_838
+    ratio = more["t_epoch_s"] / default["t_epoch_s"]
+    # the per-sample work scales with the sequences (x 5 exactly), the per-iteration work with the
+    # iterations (476,838 / 95,368 = 4.99998): the run takes between the two
+    assert 476_838 / 95_368 <= ratio <= 5.0
+    for column in ("gpu_hours", "energy_kwh", "cost_usd"):
+        assert more[column] / default[column] == pytest.approx(ratio, rel=1e-12)
+    with pytest.raises(InputError, match="tokens applies to transformer models") as err:
+        sweep.estimate("resnet50", "abci", "data", p=8, b=32, tokens=1e9)
+    assert err.value.param == ("tokens",)
+    with pytest.raises(InputError, match="tokens"):
+        sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", tokens=-1, **split)

@@ -244,9 +244,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
         return jnp.where(sp > 0, k[0] / tp, k[0] - k[1] * z)
 
     fk, tk = largest(table.flops_kind), largest(table.traffic_kind)
-    # FP8: the linear layers' GEMMs at the FP8 peak (Transformer Engine keeps attention in 16 bits)
-    fp8 = (precision > 0) & (machine.gpu_flops_fp8 > 0)
-    speedup = jnp.where(fp8, machine.gpu_flops_fp8 / machine.gpu_flops, 1.0)
+    speedup = _low_precision_speedup(machine, precision)
     # the masks in the kernel's own precision (a float32 sweep runs with x64 on)
     linear_mask, gemm = (jnp.asarray(m, fk.dtype) for m in (_LINEAR_MASK, _GEMM_KINDS_MASK))
     fk = fk / (1.0 + (speedup - 1.0) * linear_mask)
@@ -262,6 +260,26 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     rate = machine.gpu_flops * machine.efficiency * kind_eff * jnp.where(shape[:, 0] == CORE, 1.0, speedup)
     by_shape = jnp.sum(largest(table.gemm_flops) / rate * gemm_mod.slowdown(machine, shape, micro, tp, rate))
     return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
+
+
+def _low_precision_speedup(machine: Machine, precision):
+    """The linear layers' GEMM rate in the configuration's precision over their BF16 rate: the
+    format's peak over gpu_flops (FP8, MXFP8 or NVFP4; Transformer Engine keeps attention's
+    batched GEMMs and the logits in 16 bits), times ``efficiency_linear_lowp / efficiency_linear``
+    where a profile states the fraction of the low-precision peak its GEMMs reach (unset, 0: the
+    BF16 fraction). 1 for bf16 and for a format the GPU has no rate for (docs/model.md §16)."""
+    rate = jnp.where(
+        precision == 1,
+        machine.gpu_flops_fp8,
+        jnp.where(
+            precision == 2, machine.gpu_flops_mxfp8, jnp.where(precision == 3, machine.gpu_flops_fp4, 0.0)
+        ),
+    )
+    low = (precision > 0) & (rate > 0)
+    eff = machine.efficiency_linear_lowp
+    lin = machine.kind_efficiency[_LINEAR]
+    own = jnp.where(low & (eff > 0), eff / jnp.where(lin > 0, lin, 1.0), 1.0)
+    return jnp.where(low, rate / machine.gpu_flops * own, 1.0)
 
 
 def _gradient_allreduce(machine: Machine, own: Own, dp, msg_bytes):

@@ -29,7 +29,29 @@ from kernels.partition import placeable
 #: Codes of data+tensor+pipeline's ``recompute`` axis: activation recomputation (docs/model.md §16).
 RECOMPUTE: tuple[str, ...] = ("none", "selective", "full")
 #: Codes of data+tensor+pipeline's ``precision`` axis: the GEMMs' number format (docs/model.md §16).
-PRECISION: tuple[str, ...] = ("bf16", "fp8")
+PRECISION: tuple[str, ...] = ("bf16", "fp8", "mxfp8", "nvfp4")
+#: The machine parameter giving the GPU's dense rate for each precision, in code order, and the
+#: format's name in a refusal: per-tensor FP8, block-scaled MXFP8 (OCP microscaling, 32 elements
+#: per E8M0 scale) and NVFP4 (16 elements per FP8 scale; docs/model.md §16).
+PRECISION_RATE: tuple[str, ...] = ("gpu_flops", "gpu_flops_fp8", "gpu_flops_mxfp8", "gpu_flops_fp4")
+_PRECISION_LABEL: tuple[str, ...] = ("BF16", "FP8", "MXFP8", "NVFP4")
+
+
+def _precision_rate(v):
+    """The GPU's rate for the configuration's precision (1 for bf16: every GPU has one)."""
+    prec = v["precision"]
+    rate = 1.0 * (prec == 0)
+    for code in range(1, len(PRECISION)):
+        rate = rate + (prec == code) * v[PRECISION_RATE[code]]
+    return rate
+
+
+def _precision_why(v) -> str:
+    code = int(v["precision"])
+    return (
+        f"precision {PRECISION[code]} needs a GPU with an {_PRECISION_LABEL[code]} rate "
+        f"(the machine's {PRECISION_RATE[code]} is 0)"
+    )
 
 
 class Axis(NamedTuple):
@@ -217,14 +239,15 @@ class Strategy(NamedTuple):
 
 def facts(net, machine=None) -> dict[str, Any]:
     """What the rules read of a model and machine: ``heads`` (the key/value heads tp must
-    divide: the attention heads without grouped-query attention), ``blocks`` (the stages the model can be cut into: a GPT's transformer blocks),
-    ``gpu_flops_fp8`` (the GPU's FP8 rate; 1 without a machine, so that the rules reading the
-    machine hold). Scalars or arrays."""
+    divide: the attention heads without grouped-query attention), ``blocks`` (the stages the
+    model can be cut into: a GPT's transformer blocks), ``gpu_flops_fp8``, ``gpu_flops_mxfp8``,
+    ``gpu_flops_fp4`` (the GPU's low-precision rates; 1 without a machine, so that the rules
+    reading the machine hold). Scalars or arrays."""
     table = getattr(net, "transformer", None)
     return {
         "heads": table.heads if table is not None else 1,
         "blocks": net.n_stages,
-        "gpu_flops_fp8": 1.0 if machine is None else machine.gpu_flops_fp8,
+        **{r: 1.0 if machine is None else getattr(machine, r) for r in PRECISION_RATE[1:]},
     }
 
 
@@ -307,8 +330,8 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
         "precision",
         ("precision",),
-        lambda v: (v["precision"] > 0) & (v["gpu_flops_fp8"] <= 0),
-        lambda v: "precision fp8 needs a GPU with an FP8 rate (the machine's gpu_flops_fp8 is 0)",
+        lambda v: (v["precision"] > 0) & (_precision_rate(v) <= 0),
+        _precision_why,
     ),
 )
 

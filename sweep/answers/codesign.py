@@ -439,7 +439,7 @@ def _candidates(bound: Bound, q: Question, strategies: Sequence[str]) -> list[Ca
     machine, precision, on its values unless the question varies them) or none has a global
     batch that splits: no value of the parameter answers such a question."""
     machine = None
-    if q.param != "gpu_flops_fp8":
+    if q.param not in ("gpu_flops_fp8", "gpu_flops_mxfp8", "gpu_flops_fp4"):
         machine = override(bound.profile.pytree(np.float64), bound.profile.override_values(np.float64))
     cand = [candidates(bound, s, q) for s in strategies]
     for s, c in zip(strategies, cand, strict=True):

@@ -39,9 +39,15 @@ from sweep.cli.options import REPORT_PARAMS, configuration_options, flagged, han
 )
 @configuration_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a machine parameter.")
+@click.option(
+    "--tokens",
+    type=float,
+    default=None,
+    help="Tokens a transformer trains on [its data set: 300e9 for a GPT name]; t_epoch_s is that run.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @handle_errors
-def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json, **settings) -> None:
+def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, tokens, as_json, **settings) -> None:
     """Every output column for one configuration (docs/output-format.md#columns), in float64.
 
     The options after --S are the strategies' settings (the strategy registry, docs/model.md §2);
@@ -59,7 +65,17 @@ def estimate(model_spec, lc, machine_spec, strategy, p, b, p2, S, sets, as_json,
     from sweep import api
 
     row = api.estimate(
-        model_spec, machine_spec, strategy, p=p, b=b, p2=p2, S=S, set=parse_set(sets), lc=lc, **settings
+        model_spec,
+        machine_spec,
+        strategy,
+        p=p,
+        b=b,
+        p2=p2,
+        S=S,
+        set=parse_set(sets),
+        lc=lc,
+        tokens=tokens,
+        **settings,
     )
     if as_json:
         click.echo(json.dumps(row))

@@ -55,6 +55,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "params",
     "active_params",
     "flops_per_token",
+    "energy_kwh",
+    "cost_usd",
 )
 
 #: Result columns that count things (weights), whole numbers: an int in a row's dict.

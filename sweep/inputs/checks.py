@@ -188,7 +188,7 @@ RULES: dict[str, Callable[[str, Any], None]] = {
     **dict.fromkeys(("strategy", "param", "beats", "metric", "of", "by", "name", "loss", "keep"), text),
     **dict.fromkeys(("strategies", "minimize", "maximize", "per", "columns", "fit"), texts),
     **dict.fromkeys(_FLAGS, flag),
-    **dict.fromkeys(("loss_scale", "prior_scale"), positive),
+    **dict.fromkeys(("loss_scale", "prior_scale", "tokens"), positive),
     **dict.fromkeys(("lc", "out", "plot", "measured", "path"), path),
     "set": machine_values,
     "range": bounds,

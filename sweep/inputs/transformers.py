@@ -39,6 +39,7 @@ the measured files compare.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from sweep.errors import InputError
 from sweep.inputs.layers import Layer, Model
@@ -128,3 +129,24 @@ def load_gpt(name: str) -> Model:
     layers, hidden, heads, seq = (int(v) for v in found.groups()[:4])
     vocab = int(found.group(5)) if found.group(5) else VOCAB
     return gpt(name, layers, hidden, heads, seq, vocab)
+
+
+def with_tokens(model: Model, tokens: float) -> Model:
+    """``model`` trained on ``tokens`` tokens instead of its data set: ``round(tokens / s)``
+    samples of ``s`` tokens, ``s`` the positions of its first embedding's input (a GPT's
+    sequence; docs/model.md §12). The run's time (``t_epoch_s``), GPU-hours, energy and cost
+    are then those of training on ``tokens``. A model without an embedding (a CNN) has no
+    tokens: an :class:`InputError` naming ``tokens``."""
+    embedding = next((layer for layer in model.layers if layer.kind == "embedding"), None)
+    if embedding is None:
+        raise InputError(
+            f"model {model.name} has no embedding, so no tokens: tokens applies to transformer models",
+            param="tokens",
+        )
+    seq = 1
+    for n in embedding.x[1:]:
+        seq *= n
+    samples = round(float(tokens) / seq)
+    if samples < 1:
+        raise InputError(f"must be at least one sequence of {seq} tokens, got {tokens:g}", param="tokens")
+    return replace(model, dataset_samples=samples)

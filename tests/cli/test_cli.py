@@ -54,6 +54,8 @@ SPEC_COLUMNS = (
     "params",
     "active_params",
     "flops_per_token",
+    "energy_kwh",
+    "cost_usd",
 )
 BUILTIN_MODELS = (
     "alexnet",

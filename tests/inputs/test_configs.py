@@ -73,7 +73,7 @@ def test_categorical_axes_by_name_in_a_spec():
     axes = {"p": [8], "b": [8], "recompute": ["full", "none"], "precision": ["fp8"]}
     spec = parse_spec({**doc, "axes": axes}, "s.toml", Path("."))
     assert list(spec.axes["recompute"]) == [2, 0] and list(spec.axes["precision"]) == [1]
-    with pytest.raises(InputError, match="precision must be one of bf16, fp8, got 'fp4'"):
+    with pytest.raises(InputError, match="precision must be one of bf16, fp8, mxfp8, nvfp4, got 'fp4'"):
         parse_spec({**doc, "axes": {**axes, "precision": ["fp4"]}}, "s.toml", Path("."))
 
 
@@ -231,7 +231,7 @@ def test_measured_rows_read_every_own_axis(tmp_path):
     meas = read_measurements(path)
     # (tp, pp, recompute, zero, vp, sp, precision)
     assert [r.own for r in meas.runs] == [(2, 2, 1, 1, 2, 1, 1), (2, 2, 0, 0, 1, 0, 0)]
-    assert "precision must be one of bf16, fp8, got 'fp16'" in meas.skipped[0].reason
+    assert "precision must be one of bf16, fp8, mxfp8, nvfp4, got 'fp16'" in meas.skipped[0].reason
 
 
 def test_the_glossary_lists_the_registry_axes():

@@ -101,6 +101,12 @@ def test_abci_matches_spec_section_3():
         "attention": 0.0,  # standard (a code of kernels.names.ATTENTIONS)
         "gpu_flops_fp8": 0.0,  # no FP8 peak
         "overlap_grad_reduce": 0.0,
+        "gpu_flops_mxfp8": 0.0,  # no MXFP8 or NVFP4 rate
+        "efficiency_linear_lowp": 0.0,  # the low-precision GEMMs at efficiency_linear
+        "gpu_flops_fp4": 0.0,
+        "gpu_power_w": 0.0,  # power and price not stated
+        "pue": 1.0,
+        "usd_per_gpu_hour": 0.0,
     }
     assert profile.inter_span_nodes == (17.0, 34.0, math.inf)
     assert profile.inter_alpha_s == (40.31e-6, 40.49e-6, 40.98e-6)
@@ -149,8 +155,9 @@ def test_dgx_profiles_are_physically_plausible(name):
 def test_h200_is_an_h100_with_more_and_faster_memory():
     h100, h200 = load_machine("dgx-h100"), load_machine("dgx-h200")
     memory = {"gpu_mem_bytes", "gpu_mem_bw_Bps"}
-    assert {k: v for k, v in h100.params.items() if k not in memory} == {
-        k: v for k, v in h200.params.items() if k not in memory
+    price = {"usd_per_gpu_hour"}  # what a GPU-hour costs is no property of the GPU
+    assert {k: v for k, v in h100.params.items() if k not in memory | price} == {
+        k: v for k, v in h200.params.items() if k not in memory | price
     }
     assert (h100.inter_span_nodes, h100.inter_alpha_s, h100.inter_bandwidth_Bps) == (
         h200.inter_span_nodes,

@@ -258,5 +258,88 @@ def _write() -> None:
         path.write_text(head + begin + table() + "\n" + end + rest.split(end, 1)[1])
 
 
+# ---------------------------------------------------------------------------------------------
+# Blackwell profiles and precisions, by hand from the datasheets
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "bf16", "fp8", "fp4", "mem", "bw", "nvlink", "per_node", "watts"),
+    [
+        # DGX B200: 72 PFLOPS FP8 sparse / 8 GPUs / 2 = 4.5 dense; BF16 half of it; FP4 72 dense / 8;
+        # 1,440 GB and 64 TB/s HBM3e / 8; NVLink5 1.8 TB/s total = 900 GB/s each way; 1,000 W
+        ("dgx-b200", 2.25e15, 4.5e15, 9e15, 180e9, 8e12, 900e9, 8, 1000),
+        # GB200 NVL72 rack: 360 / 720 / 1,440 PFLOPS sparse BF16 / FP8 / FP4, 13.4 TB, 576 TB/s,
+        # 130 TB/s NVLink, each / 72 GPUs (and / 2 for dense); one NVLink domain of 72; 1,200 W
+        ("gb200-nvl72", 360e15 / 72 / 2, 720e15 / 72 / 2, 1440e15 / 72 / 2, 186e9, 576e12 / 72, 130e12 / 72 / 2, 72, 1200),
+    ],
+)  # fmt: skip
+def test_blackwell_profiles_give_the_datasheet_rates(name, bf16, fp8, fp4, mem, bw, nvlink, per_node, watts):
+    params = load_machine(name).params
+    assert params["gpu_flops"] == pytest.approx(bf16, rel=1e-12)
+    assert params["gpu_flops_fp8"] == pytest.approx(fp8, rel=1e-12)
+    assert params["gpu_flops_mxfp8"] == pytest.approx(fp8, rel=1e-12)  # MX formats at the FP8 rate
+    assert params["gpu_flops_fp4"] == pytest.approx(fp4, rel=1e-12)
+    assert params["gpu_mem_bytes"] == pytest.approx(mem, rel=0.01)  # 13.4 TB / 72 = 186.1 GB
+    assert params["gpu_mem_bw_Bps"] == pytest.approx(bw, rel=1e-12)
+    assert load_machine(name).pytree().intra_bandwidth_Bps == pytest.approx(nvlink, rel=0.01)
+    assert params["gpus_per_node"] == per_node
+    assert params["gpu_power_w"] == watts
+
+
+def test_grand_teton_is_the_torchtitan_h100():
+    """96 GB HBM2e at 2.4 TB/s and a 500 W cap (measurements README, torchtitan's paper); the
+    rest an H100's (dgx-h100, its base); 1:7 oversubscription above a 3,072-GPU pod."""
+    profile = load_machine("grand-teton-h100")
+    assert (profile.params["gpu_mem_bytes"], profile.params["gpu_mem_bw_Bps"]) == (96e9, 2.4e12)
+    assert profile.params["gpu_power_w"] == 500
+    assert profile.params["gpu_flops"] == load_machine("dgx-h100").params["gpu_flops"]
+    assert profile.inter_span_nodes[:2] == (2.0, 384.0)  # 16 GPUs a rack, 3,072 a pod
+    assert profile.inter_bandwidth_Bps[-1] == pytest.approx(50e9 / 7)
+
+
+def test_a_precision_the_gpu_has_no_rate_for_is_refused_in_one_line():
+    """mxfp8 and nvfp4 need Blackwell's block-scaled rates: an H100 refuses them (rule precision)."""
+    with pytest.raises(
+        InputError, match=r"precision nvfp4 needs a GPU with an NVFP4 rate .*gpu_flops_fp4 is 0"
+    ):
+        sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", precision="nvfp4", **SPLIT)
+    with pytest.raises(InputError, match=r"precision mxfp8 .*gpu_flops_mxfp8 is 0"):
+        sweep.estimate("gpt3-175b", "selene", "data+tensor+pipeline", precision="mxfp8", **SPLIT)
+
+
+def test_fp8_gemms_at_their_own_fraction_of_the_fp8_peak():
+    """dgx-h100's linear GEMMs in FP8 at efficiency_linear_lowp = 0.70 of 1,979 TFLOP/s instead
+    of 0.77 of it: the FP8 run is slower than with the BF16 fraction, and unset (0) gives the
+    BF16 fraction, the same as stating 0.77."""
+    fp8 = dict(SPLIT, precision="fp8")
+    own = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", **fp8)["t_iter_s"]
+    unset = sweep.estimate(
+        "gpt3-175b", "dgx-h100", "data+tensor+pipeline", set={"efficiency_linear_lowp": 0}, **fp8
+    )["t_iter_s"]
+    same = sweep.estimate(
+        "gpt3-175b", "dgx-h100", "data+tensor+pipeline", set={"efficiency_linear_lowp": 0.77}, **fp8
+    )["t_iter_s"]
+    assert unset == pytest.approx(same, rel=1e-12)
+    # the linear GEMMs take 0.77 / 0.70 = 1.1 times as long; they are most of the iteration
+    assert 1.03 < own / unset < 0.77 / 0.70
+    bf16 = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", **SPLIT)["t_iter_s"]
+    assert 1.0 < bf16 / own < 2.0
+
+
+def test_energy_and_cost_of_a_run_by_hand():
+    """energy_kwh = gpu_power_w x p x t_epoch_s x pue / 3.6e6, cost_usd = gpu_hours x price;
+    dgx-h100: 700 W, PUE 1 (the default), $98.32 / 8 = $12.29 per GPU-hour."""
+    row = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", **SPLIT)
+    assert row["gpu_hours"] == pytest.approx(1024 * row["t_epoch_s"] / 3600, rel=1e-12)
+    assert row["energy_kwh"] == pytest.approx(700 * 1024 * row["t_epoch_s"] * 1.0 / 3.6e6, rel=1e-12)
+    assert row["cost_usd"] == pytest.approx(row["gpu_hours"] * 12.29, rel=1e-12)
+    pue = sweep.estimate("gpt3-175b", "dgx-h100", "data+tensor+pipeline", set={"pue": 1.5}, **SPLIT)
+    assert pue["energy_kwh"] == pytest.approx(1.5 * row["energy_kwh"], rel=1e-12)
+    # a profile that states no power or price: empty, not 0
+    none = sweep.estimate("gpt3-175b", "selene", "data+tensor+pipeline", **SPLIT)
+    assert none["energy_kwh"] is None and none["cost_usd"] is None
+
+
 if __name__ == "__main__" and "--write" in sys.argv:
     _write()
