@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweep.errors import InputError
-from sweep.inputs.checks import arguments
+from sweep.inputs.checks import arguments, column_list, cv_folds
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -270,7 +270,7 @@ def evaluate(
         chunk=size,
         x64=x64,
         only_feasible=only_feasible,
-        columns=_columns(columns),
+        columns=column_list(columns),
     )
     with backend.computation(x64=x64):
         return memory.evaluate_plan(the_plan, opts, max_points)
@@ -337,7 +337,7 @@ def run(
         x64=x64,
         keep=parse_keep(keep, index.numeric_columns(the_plan.jobs[0])),
         only_feasible=only_feasible,
-        columns=_columns(columns),
+        columns=column_list(columns),
         resume=resume,
         overwrite=overwrite,
         shard=parts if isinstance(parts, Shard) else None,
@@ -571,7 +571,7 @@ def calibrate(
     from sweep.trust.objective import Settings, parse_quality
     from sweep.trust.report import Calibrated, check_toml_path, read_runs
 
-    folds = _cv(cv)
+    folds = cv_folds(cv)
     settings = Settings(loss, float(loss_scale), parse_quality(quality), prior_scale=float(prior_scale))
     if out is not None:
         check_toml_path(out)
@@ -586,32 +586,9 @@ def calibrate(
     return result
 
 
-def _cv(cv: str | int) -> str | int:
-    text = str(cv).strip()
-    if text == "model":
-        return text
-    try:
-        folds = int(text)
-    except ValueError:
-        raise InputError(f"cv must be a number of folds, 'model' or 0, got '{cv}'", param="cv") from None
-    if folds < 0 or folds == 1:
-        raise InputError(f"cv needs 0 (none) or at least 2 folds, got {folds}", param="cv")
-    return folds
-
-
 def _chunk(chunk: int | None) -> int:
     from sweep.engine.index import MAX_CHUNK
 
     if chunk is not None and not 1 <= chunk <= MAX_CHUNK:
         raise InputError(f"chunk must be in 1..{MAX_CHUNK}, got {chunk}", param="chunk")
     return chunk or 0
-
-
-def _columns(columns: Sequence[str] | str | None) -> tuple[str, ...] | None:
-    if columns is None:
-        return None
-    names = [columns] if isinstance(columns, str) else list(columns)
-    cols = tuple(c.strip() for n in names for c in n.split(",") if c.strip())
-    if not cols:
-        raise InputError(f"columns names no column, got '{','.join(names)}'", param="columns")
-    return cols

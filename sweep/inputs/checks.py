@@ -210,3 +210,29 @@ def arguments(given: Mapping[str, Any]) -> None:
         rule = RULES.get(name)
         if rule is not None and (value is not None or name in REQUIRED):
             rule(name, value)
+
+
+def cv_folds(cv: str | int) -> str | int:
+    """Cross-validation as calibration takes it: ``"model"`` (leave one model out), 0 (none) or
+    a number of folds >= 2; an :class:`InputError` naming ``cv`` otherwise."""
+    text = str(cv).strip()
+    if text == "model":
+        return text
+    try:
+        folds = int(text)
+    except ValueError:
+        raise InputError(f"cv must be a number of folds, 'model' or 0, got '{cv}'", param="cv") from None
+    if folds < 0 or folds == 1:
+        raise InputError(f"cv needs 0 (none) or at least 2 folds, got {folds}", param="cv")
+    return folds
+
+
+def column_list(columns: Sequence[str] | str | None) -> tuple[str, ...] | None:
+    """Output columns as given (names, or comma-separated text), as a tuple; None for all."""
+    if columns is None:
+        return None
+    names = [columns] if isinstance(columns, str) else list(columns)
+    cols = tuple(c.strip() for n in names for c in n.split(",") if c.strip())
+    if not cols:
+        raise InputError(f"columns names no column, got '{','.join(names)}'", param="columns")
+    return cols
