@@ -38,6 +38,8 @@ class Config(NamedTuple):
     vp: Array | None = None
     sp: Array | None = None
     precision: Array | None = None
+    reshard: Array | None = None
+    dp_shard: Array | None = None
 
 
 class Cost(NamedTuple):
@@ -57,6 +59,9 @@ class Cost(NamedTuple):
     t_p2p_s: Array
     mem_bytes: Array
     limit: Array  # int32 index into LIMITS; checked in order batch, max_p, dataset, memory
+    # memory per GPU split (docs/model.md §16): NaN where a strategy does not split it (the CNNs)
+    mem_states_bytes: Array = float("nan")
+    mem_activations_bytes: Array = float("nan")
 
 
 class Derived(NamedTuple):

@@ -48,6 +48,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "t_halo_s",
     "t_p2p_s",
     "mem_bytes",
+    "mem_states_bytes",
+    "mem_activations_bytes",
     "gpu_hours",
     "samples_per_s",
     "tokens_per_s",

@@ -79,7 +79,7 @@ META_KEY = b"paradl_sweep"
 FIELD_COLUMNS = {"B": "global_batch", "limit": "limit_reason"}
 #: Result columns that some networks do not have: null where the kernels give NaN (a CNN has no
 #: tokens), as ``sweep estimate --json`` writes null.
-NULL_WHERE_NAN = frozenset({"tokens_per_s"})
+NULL_WHERE_NAN = frozenset({"tokens_per_s", "mem_states_bytes", "mem_activations_bytes"})
 #: The label columns, dictionary-encoded strings.
 LABEL_COLUMNS = ("model", "machine", "strategy")
 #: The column of a configuration's limit reason, null where it has none.
