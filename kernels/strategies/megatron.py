@@ -235,7 +235,9 @@ def _sharded(net: Net, machine: Machine, st: _Stage, own: Own, dp, s):
     micro-batch each block's weights are all-gathered in the forward and, with ``reshard``,
     again in the backward, and its gradients reduce-scattered; the gather of block i+1 is
     prefetched under block i's compute, so a block exposes only what its collectives outlast
-    its compute (forward 1/3, backward 2/3 of the stage's work), plus the first gather."""
+    its compute (forward 1/3, backward 2/3 of the stage's work), plus the first gather and the
+    last reduce-scatter. FSDP reduce-scatters each micro-batch's gradients (PyTorch FSDP2
+    without ``set_requires_gradient_sync(False)``)."""
     n = _shard_group(own, dp)
     w_bytes = st.delta * st.w_stage
     # the dp group's NIC share as the all-reduce's; HSDP's cross-group ring, every GPU of a node
@@ -253,8 +255,9 @@ def _sharded(net: Net, machine: Machine, st: _Stage, own: Own, dp, s):
     ag = collectives.ring_allgather_s(n, w_bytes / layers, *shard)
     rs = collectives.ring_reduce_scatter_s(n, w_bytes / layers, *shard)
     block_s = st.micro * st.stage_s / layers
-    forward = ag + layers * jnp.maximum(ag - block_s / 3.0, 0.0)
-    backward = layers * jnp.maximum(own.reshard * ag + rs - 2.0 * block_s / 3.0, 0.0)
+    # the first block's gather and the last reduce-scatter have no compute to hide behind
+    forward = ag + (layers - 1.0) * jnp.maximum(ag - block_s / 3.0, 0.0)
+    backward = rs + (layers - 1.0) * jnp.maximum(own.reshard * ag + rs - 2.0 * block_s / 3.0, 0.0)
     three = s * backward + jnp.maximum(across - hidden, 0.0)
     reduce = jnp.where(own.zero >= 3, three, two)
     return reduce, jnp.where(own.zero >= 3, s * forward, jnp.where(own.zero >= 2, gather2, 0.0))
@@ -284,11 +287,12 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
         own.zero >= 2, sharded + OPTIMIZER_BYTES / shards, 2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards
     )
     activations = delta * st.micro * (flight * act + work)
-    # ZeRO-3's gathered blocks: resharding, the block computing and the one prefetched plus one
+    # ZeRO-3's gathered blocks: resharding, the block computing and the one prefetched, plus one
     # block's unsharded gradients; without, the stage's weights stay gathered from the forward
     # to the backward (and one block's gradients)
-    block = st.w_stage / _layers(net, own)
-    gathered = jnp.where(own.reshard > 0, 3.0 * block, st.w_stage + block)
+    layers = _layers(net, own)
+    block = st.w_stage / layers
+    gathered = jnp.where(own.reshard > 0, jnp.minimum(layers, 2.0) * block, st.w_stage) + block
     activations = activations + jnp.where(own.zero >= 3, delta * gathered, 0.0)
     return per_weight * st.w_stage, activations
 
