@@ -272,6 +272,7 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     # as selective recomputation (docs/model.md §16)
     act_mode = jnp.where(st.flash & (st.mode == 0), 1, st.mode)
     act = jnp.max(_value(table.act[act_mode, st.row], z, tp, sp), axis=-1)
+    first = _value(table.act_first[act_mode, st.row], z, tp, sp)
     work = _value(jnp.stack([st.misc.work_total, st.misc.work_split]), z, tp, sp)
     n = _shard_group(own, dp)
     shards = jnp.where(own.zero > 0, n, 1.0)
@@ -286,7 +287,9 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     per_weight = jnp.where(
         own.zero >= 2, sharded + OPTIMIZER_BYTES / shards, 2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards
     )
-    activations = delta * st.micro * (flight * act + work)
+    # the rank that holds the most: the first stage's micro-batches in flight, or the largest
+    # stage's one (a last stage with the logits); with one stage both are the stage's
+    activations = delta * st.micro * (jnp.maximum(flight * first, act) + work)
     # ZeRO-3's gathered blocks: resharding, the block computing and the one prefetched, plus one
     # block's unsharded gradients; without, the stage's weights stay gathered from the forward
     # to the backward (and one block's gradients)
