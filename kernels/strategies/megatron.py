@@ -75,12 +75,14 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
 
         T_{p2p} = I\\cdot 2(S+pp-2)(\\alpha + \\tfrac{b}{S}\\delta y_{boundary}\\beta)
 
-        M = (2\\delta + 12/z)\\,w_{stage}(tp) + \\delta\\tfrac{b}{S}(\\min(pp, S)\\,a_{stage}(tp, r) + [r=full]\\,a_{block})
+        M = (2\\delta + 12/z)\\,w_{stage}(tp)
+          + \\delta\\tfrac{b}{S}(\\max(\\min(pp, S)\\,a_{first}(tp, r), a_{stage}(tp, r)) + [r=full]\\,a_{block})
 
     with B = b dp, n tensor-parallel allreduces of e elements per sample on the
     largest stage, z = dp with ZeRO-1 else 1, k the operations the host issues per
     micro-batch at lambda = op_latency_s each, g the GPU's work of one
-    micro-batch. Where the strategy coincides with data (tp = pp = 1, S = 1, no
+    micro-batch; ZeRO-2/3, resharding and HSDP change the gradient reduction, add all-gathers
+    and shard the states (:func:`_sharded`, :func:`_memory`). Where the strategy coincides with data (tp = pp = 1, S = 1, no
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
     """
