@@ -131,6 +131,18 @@ OVERHEAD_TERMS: tuple[str, ...] = ("compute", "allreduce", "allgather", "halo", 
 ADDITIVE_TERMS: tuple[str, ...] = ("per_iter_s", "per_sample_s")
 
 
+def memory_parts(cost: Cost) -> Cost:
+    """``cost`` with its memory parts in ``mem_bytes``'s shape: a strategy that does not split
+    its memory leaves them NaN (a Python float), which becomes NaN at every point."""
+    nan = jnp.full_like(cost.mem_bytes, jnp.nan)
+    return cost._replace(
+        mem_states_bytes=jnp.where(jnp.isnan(cost.mem_states_bytes), nan, cost.mem_states_bytes),
+        mem_activations_bytes=jnp.where(
+            jnp.isnan(cost.mem_activations_bytes), nan, cost.mem_activations_bytes
+        ),
+    )
+
+
 def scale_terms(
     cost: Cost,
     compute=1.0,
