@@ -21,7 +21,7 @@ class Config(NamedTuple):
 
     The fields after S are strategies' own axes, one per name of
     :data:`kernels.strategies.registry.OWN_AXES` (data+tensor+pipeline's ``tp``,
-    ``pp``, ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``, docs/model.md
+    ``pp``, ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``, ``reshard``, ``dp_shard``, docs/model.md
     §16); a strategy ignores the axes its registry entry does not own. None (no
     pytree leaf, so a vmap over a configuration of four arrays still works)
     means the axis's default.
