@@ -41,9 +41,15 @@ def rows() -> list[Row]:
             r["model"],
             r["machine"],
             r["strategy"],
+            p=ints["p"],
+            global_batch=ints["global_batch"],
+            micro_batch=ints["micro_batch"],
+            tp=ints["tp"],
+            pp=ints["pp"],
+            sp=ints["sp"],
+            vp=ints["vp"],
             recompute=r["recompute"],
             precision=r["precision"],
-            **ints,
         )
         out.append(
             Row(
