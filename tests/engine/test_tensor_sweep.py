@@ -234,6 +234,7 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
 
     monkeypatch.setitem(evaluate.STRATEGIES, "data+tensor+pipeline", spy)
     evaluate.jitted.cache_clear()  # an evaluator compiled by an earlier test holds the real kernel
+    evaluate.packed.cache_clear()  # and so does estimate's packed one
     try:
         # vp 2 at pp 1 and fp8 on an A100 break rules: sweep.estimate refuses them, the engine's
         # estimate writes the (infeasible) row
@@ -244,6 +245,7 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
             )
     finally:
         evaluate.jitted.cache_clear()
+        evaluate.packed.cache_clear()
     assert row["t_halo_s"] == 2 + 10 * 1 + 100 * 1 + 1000 * 2
     assert (row["vp"], row["sp"], row["precision"]) == (2, 1, "fp8")
     assert row["limit_reason"] == "schedule"
