@@ -50,6 +50,8 @@ class Axis(NamedTuple):
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     searched: bool = False
+    #: the largest value a search tries when not listed (None: ``maximum``, or p)
+    searched_max: int | None = None
 
     def code(self, value: Any) -> int:
         """The code of a value a person gave (a name of ``choices``, or a whole number in range);
@@ -207,7 +209,8 @@ class Strategy(NamedTuple):
         if a.choices:
             return tuple(range(len(a.choices)))
         # every value at once: the rules are array expressions, the other axes at their defaults
-        tried = np.arange(a.minimum, (a.maximum if a.maximum is not None else p) + 1)
+        top = a.searched_max if a.searched_max is not None else a.maximum
+        tried = np.arange(a.minimum, (top if top is not None else p) + 1)
         v = values(self, net, {"p": p, "b": 1, "p2": 1, "S": 1, axis: tried})
         ok = np.ones(tried.shape, bool)
         for rule in self.rules:
@@ -252,6 +255,7 @@ TENSOR_AXES: tuple[Axis, ...] = (
         0,
         3,
         searched=True,
+        searched_max=1,  # ZeRO-2/3 (FSDP) are tried where a question lists them
     ),
     Axis("vp", 1, "model chunks per GPU of the interleaved 1F1B schedule (1: plain 1F1B)"),
     Axis("sp", 0, "sequence parallelism (0 or 1)", 0, 1),
