@@ -21,7 +21,7 @@ class Config(NamedTuple):
 
     The fields after S are strategies' own axes, one per name of
     :data:`kernels.strategies.registry.OWN_AXES` (data+tensor+pipeline's ``tp``,
-    ``pp``, ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``, docs/model.md
+    ``pp``, ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``, ``reshard``, ``dp_shard``, docs/model.md
     §16); a strategy ignores the axes its registry entry does not own. None (no
     pytree leaf, so a vmap over a configuration of four arrays still works)
     means the axis's default.
@@ -38,6 +38,8 @@ class Config(NamedTuple):
     vp: Array | None = None
     sp: Array | None = None
     precision: Array | None = None
+    reshard: Array | None = None
+    dp_shard: Array | None = None
 
 
 class Cost(NamedTuple):
@@ -57,6 +59,9 @@ class Cost(NamedTuple):
     t_p2p_s: Array
     mem_bytes: Array
     limit: Array  # int32 index into LIMITS; checked in order batch, max_p, dataset, memory
+    # memory per GPU split (docs/model.md §16): NaN where a strategy does not split it (the CNNs)
+    mem_states_bytes: Array = float("nan")
+    mem_activations_bytes: Array = float("nan")
 
 
 class Derived(NamedTuple):
@@ -155,6 +160,18 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
 OVERHEAD_TERMS: tuple[str, ...] = ("compute", "allreduce", "allgather", "halo", "p2p")
 #: Additive overheads of :func:`scale_terms`, in seconds: per iteration, and per sample of ``b`` per iteration.
 ADDITIVE_TERMS: tuple[str, ...] = ("per_iter_s", "per_sample_s")
+
+
+def memory_parts(cost: Cost) -> Cost:
+    """``cost`` with its memory parts in ``mem_bytes``'s shape: a strategy that does not split
+    its memory leaves them NaN (a Python float), which becomes NaN at every point."""
+    nan = jnp.full_like(cost.mem_bytes, jnp.nan)
+    return cost._replace(
+        mem_states_bytes=jnp.where(jnp.isnan(cost.mem_states_bytes), nan, cost.mem_states_bytes),
+        mem_activations_bytes=jnp.where(
+            jnp.isnan(cost.mem_activations_bytes), nan, cost.mem_activations_bytes
+        ),
+    )
 
 
 def scale_terms(

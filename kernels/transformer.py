@@ -91,6 +91,9 @@ class TransformerTable(NamedTuple):
     #: (:func:`gemm_classes`), for the GEMMs' time by shape (docs/model.md §16)
     gemm_flops: Array  # [3, P+1, H, 2, C]
     gemm_shape: Array  # [C, 4]: role, then (C, F, s) of a linear or (h, a, s) of an attention core
+    #: the first stage's line of ``act`` (total, split), which holds the most micro-batches in
+    #: flight under 1F1B (docs/model.md §16)
+    act_first: Array  # [3, P+1, 2]
 
 
 #: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16,
@@ -539,4 +542,15 @@ def _envelopes(lines: _Lines, misc: StageMisc, heads, shapes: np.ndarray) -> Tra
         misc=misc,
         gemm_flops=stack_padded([gk_plain, envelope(lines.gk_sel, sel), gk_plain * (4.0 / 3.0)]),
         gemm_shape=shapes.astype(np.float64),
+        act_first=_first_lines([lines.act, lines.act_sel, lines.kept]),
     )
+
+
+def _first_lines(modes: list[list]) -> np.ndarray:
+    """Each mode's first-stage line (total, split) per stage count, ``[modes, P+1, 2]`` (row 0,
+    no stages, zero)."""
+    out = np.zeros((len(modes), len(modes[0]) + 1, 2))
+    for m, rows in enumerate(modes):
+        for r, (total, split) in enumerate(rows, start=1):
+            out[m, r] = total[0], split[0]
+    return out

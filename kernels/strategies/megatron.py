@@ -76,12 +76,14 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
 
         T_{p2p} = I\\cdot 2(S+pp-2)(\\alpha + \\tfrac{b}{S}\\delta y_{boundary}\\beta)
 
-        M = (2\\delta + 12/z)\\,w_{stage}(tp) + \\delta\\tfrac{b}{S}(\\min(pp, S)\\,a_{stage}(tp, r) + [r=full]\\,a_{block})
+        M = (2\\delta + 12/z)\\,w_{stage}(tp)
+          + \\delta\\tfrac{b}{S}(\\max(\\min(pp, S)\\,a_{first}(tp, r), a_{stage}(tp, r)) + [r=full]\\,a_{block})
 
     with B = b dp, n tensor-parallel allreduces of e elements per sample on the
     largest stage, z = dp with ZeRO-1 else 1, k the operations the host issues per
     micro-batch at lambda = op_latency_s each, g the GPU's work of one
-    micro-batch. Where the strategy coincides with data (tp = pp = 1, S = 1, no
+    micro-batch; ZeRO-2/3, resharding and HSDP change the gradient reduction, add all-gathers
+    and shard the states (:func:`_sharded`, :func:`_memory`). Where the strategy coincides with data (tp = pp = 1, S = 1, no
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
     """
@@ -93,10 +95,15 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     st = _stage(net, machine, own, cfg)
     comp, traffic_s = _compute(net, machine, st, own, s, dp, its)
     grad, per_micro = _allreduces(machine, st, own, dp)
+    # ZeRO-2/3 (FSDP): a reduce-scatter (and, HSDP, an all-reduce across groups) instead of the
+    # all-reduce, and the gathers of the weights
+    reduce, gather = _sharded(net, machine, st, own, dp, s)
+    grad = jnp.where(own.zero >= 2, reduce, grad)
     tensor = st.slots * per_micro
     comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro)
     p2p = _p2p(machine, cfg.p, own, s, dp, its, st.micro * st.delta * st.misc.y_boundary)
-    mem = _memory(net, machine, st, own, s, dp)
+    states, activations = _memory(net, machine, st, own, s, dp)
+    mem = states + activations
     # the first legality rule of the registry the configuration breaks (heads, divides, ...)
     rule = _ENTRY.limit(registry.values(_ENTRY, net, own._asdict(), machine))
     return Cost(
@@ -109,11 +116,13 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         iterations=its,
         t_comp_s=comp,
         t_allreduce_s=its * grad + its * tensor,
-        t_allgather_s=terms.zeros_like(comp),
+        t_allgather_s=its * gather,
         t_halo_s=terms.zeros_like(comp),
         t_p2p_s=p2p,
         mem_bytes=mem,
         limit=terms.limit_code(machine, mem, False, False, terms.over_dataset(net, big_b), rule),
+        mem_states_bytes=states,
+        mem_activations_bytes=activations,
     )
 
 
@@ -207,25 +216,91 @@ def _host_exposed(machine: Machine, st: _Stage, traffic_s, per_micro):
     return jnp.maximum(host - gpu, 0.0)
 
 
+def _shard_group(own: Own, dp):
+    """The ranks ZeRO shards over: every data-parallel replica, or HSDP's groups of ``dp_shard``."""
+    return jnp.where(own.dp_shard > 0, jnp.minimum(own.dp_shard, dp), dp)
+
+
+def _layers(net: Net, own: Own):
+    """Transformer blocks on the largest stage (ceil(blocks / pp)), at least 1."""
+    return jnp.maximum(jnp.ceil(net.n_stages / own.pp), 1.0)
+
+
+def _sharded(net: Net, machine: Machine, st: _Stage, own: Own, dp, s):
+    """ZeRO-2/3's collectives per iteration (docs/model.md §16): the gradients' exposed
+    reduction and the weights' exposed all-gathers, each on the links its group spans.
+
+    The shard group is ``n`` (:func:`_shard_group`) replicas, ``tp n`` consecutive GPUs; HSDP's
+    ``dp / n`` groups then all-reduce their shard across (stride ``tp n``, spanning ``tp dp``
+    GPUs). ZeRO-2 (DeepSpeed's stage 2; Megatron-LM's distributed optimizer likewise):
+    a reduce-scatter of the stage's gradients, overlapped with the backward as the all-reduce
+    is, then an all-gather of the updated weights after the step, exposed. ZeRO-3 (FSDP): per
+    micro-batch each block's weights are all-gathered in the forward and, with ``reshard``,
+    again in the backward, and its gradients reduce-scattered; the gather of block i+1 is
+    prefetched under block i's compute, so a block exposes only what its collectives outlast
+    its compute (forward 1/3, backward 2/3 of the stage's work), plus the first gather and the
+    last reduce-scatter. FSDP reduce-scatters each micro-batch's gradients (PyTorch FSDP2
+    without ``set_requires_gradient_sync(False)``)."""
+    n = _shard_group(own, dp)
+    w_bytes = st.delta * st.w_stage
+    # the dp group's NIC share as the all-reduce's; HSDP's cross-group ring, every GPU of a node
+    share = jnp.minimum(own.tp, machine.gpus_per_node) / machine.nics_per_node
+    shard = mach.link(machine, own.tp * n, share)
+    across_share = jnp.minimum(own.tp * n, machine.gpus_per_node) / machine.nics_per_node
+    across = collectives.allreduce_s(
+        machine.allreduce_algo, dp / n, w_bytes / n, *mach.link(machine, own.tp * dp, across_share)
+    )
+    hidden = jnp.where(machine.overlap_grad_reduce > 0, st.micro * 2.0 / 3.0 * st.stage_s, 0.0)
+    two = jnp.maximum(collectives.ring_reduce_scatter_s(n, w_bytes, *shard) + across - hidden, 0.0)
+    gather2 = collectives.ring_allgather_s(n, w_bytes, *shard)
+    # ZeRO-3, per block of the stage, each micro-batch
+    layers = _layers(net, own)
+    ag = collectives.ring_allgather_s(n, w_bytes / layers, *shard)
+    rs = collectives.ring_reduce_scatter_s(n, w_bytes / layers, *shard)
+    block_s = st.micro * st.stage_s / layers
+    # the first block's gather and the last reduce-scatter have no compute to hide behind
+    forward = ag + (layers - 1.0) * jnp.maximum(ag - block_s / 3.0, 0.0)
+    backward = rs + (layers - 1.0) * jnp.maximum(own.reshard * ag + rs - 2.0 * block_s / 3.0, 0.0)
+    three = s * backward + jnp.maximum(across - hidden, 0.0)
+    reduce = jnp.where(own.zero >= 3, three, two)
+    return reduce, jnp.where(own.zero >= 3, s * forward, jnp.where(own.zero >= 2, gather2, 0.0))
+
+
 def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
-    """Memory per GPU: weights, gradients and optimizer state of the largest stage, the
-    activations of the micro-batches in flight, and full recomputation's block (docs/model.md §16)."""
+    """Memory per GPU as (states, activations): weights, gradients and optimizer state of the
+    largest stage after ZeRO's sharding; the activations of the micro-batches in flight, full
+    recomputation's block and ZeRO-3's gathered weights (docs/model.md §16)."""
     table, z, tp, pp, vp, sp = net.transformer, st.z, own.tp, own.pp, own.vp, own.sp
     # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
     # as selective recomputation (docs/model.md §16)
     act_mode = jnp.where(st.flash & (st.mode == 0), 1, st.mode)
     act = jnp.max(_value(table.act[act_mode, st.row], z, tp, sp), axis=-1)
+    first = _value(table.act_first[act_mode, st.row], z, tp, sp)
     work = _value(jnp.stack([st.misc.work_total, st.misc.work_split]), z, tp, sp)
-    shards = jnp.where(own.zero > 0, dp, 1.0)
+    n = _shard_group(own, dp)
+    shards = jnp.where(own.zero > 0, n, 1.0)
     # micro-batches in flight on the first stage; interleaved, (1 + (pp - 1)/(pp vp)) times more
     # (Korthikanti et al. 2022 §4.2.3)
     flight = jnp.minimum(pp, s) * jnp.where(vp > 1, 1.0 + (pp - 1) / (pp * vp), 1.0)
     # FP8 (Transformer Engine): an 8-bit copy of each weight beside the 16-bit one
     fp8_copy = jnp.where(own.precision > 0, FP8_WEIGHT_BYTES, 0.0)
     delta = st.delta
-    return (2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards) * st.w_stage + delta * st.micro * (
-        flight * act + work
+    # ZeRO-2 shards the gradients too, ZeRO-3 the weights (and their FP8 copy) as well
+    sharded = jnp.where(own.zero >= 3, (delta + fp8_copy) / n, delta + fp8_copy) + delta / n
+    per_weight = jnp.where(
+        own.zero >= 2, sharded + OPTIMIZER_BYTES / shards, 2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards
     )
+    # the rank that holds the most: the first stage's micro-batches in flight, or the largest
+    # stage's one (a last stage with the logits); with one stage both are the stage's
+    activations = delta * st.micro * (jnp.maximum(flight * first, act) + work)
+    # ZeRO-3's gathered blocks: resharding, the block computing and the one prefetched, plus one
+    # block's unsharded gradients; without, the stage's weights stay gathered from the forward
+    # to the backward (and one block's gradients)
+    layers = _layers(net, own)
+    block = st.w_stage / layers
+    gathered = jnp.where(own.reshard > 0, jnp.minimum(layers, 2.0) * block, st.w_stage) + block
+    activations = activations + jnp.where(own.zero >= 3, delta * gathered, 0.0)
+    return per_weight * st.w_stage, activations
 
 
 def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision):

@@ -72,6 +72,8 @@ class Axis(NamedTuple):
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     searched: bool = False
+    #: the largest value a search tries when not listed (None: ``maximum``, or p)
+    searched_max: int | None = None
 
     def code(self, value: Any) -> int:
         """The code of a value a person gave (a name of ``choices``, or a whole number in range);
@@ -229,7 +231,8 @@ class Strategy(NamedTuple):
         if a.choices:
             return tuple(range(len(a.choices)))
         # every value at once: the rules are array expressions, the other axes at their defaults
-        tried = np.arange(a.minimum, (a.maximum if a.maximum is not None else p) + 1)
+        top = a.searched_max if a.searched_max is not None else a.maximum
+        tried = np.arange(a.minimum, (top if top is not None else p) + 1)
         v = values(self, net, {"p": p, "b": 1, "p2": 1, "S": 1, axis: tried})
         ok = np.ones(tried.shape, bool)
         for rule in self.rules:
@@ -269,11 +272,19 @@ TENSOR_AXES: tuple[Axis, ...] = (
     Axis("pp", 1, "pipeline stages", searched=True),
     Axis("recompute", 0, "activation recomputation", minimum=0, choices=RECOMPUTE, searched=True),
     Axis(
-        "zero", 0, "ZeRO-1: optimizer state sharded over data-parallel replicas (0 or 1)", 0, 1, searched=True
+        "zero",
+        0,
+        "ZeRO stage: 1 shards optimizer states over data-parallel replicas, 2 also gradients, 3 also weights",
+        0,
+        3,
+        searched=True,
+        searched_max=1,  # ZeRO-2/3 (FSDP) are tried where a question lists them
     ),
     Axis("vp", 1, "model chunks per GPU of the interleaved 1F1B schedule (1: plain 1F1B)"),
     Axis("sp", 0, "sequence parallelism (0 or 1)", 0, 1),
     Axis("precision", 0, "number format of the GEMMs", minimum=0, choices=PRECISION),
+    Axis("reshard", 1, "zero 3: free the gathered weights after the forward, gather again (0 or 1)", 0, 1),
+    Axis("dp_shard", 0, "ZeRO's shard group: data-parallel replicas (0: all; HSDP: fewer)", minimum=0),
 )
 
 #: data+tensor+pipeline's legality (docs/model.md §2, §16), in the order the first broken one is
@@ -291,6 +302,18 @@ TENSOR_RULES: tuple[Rule, ...] = (
         ("p", "tp", "pp"),
         lambda v: v["p"] % (v["tp"] * v["pp"]) != 0,
         lambda v: f"tp x pp = {v['tp'] * v['pp']:g} does not divide p {v['p']:g}",
+    ),
+    Rule(
+        "divides",
+        ("dp_shard", "p", "tp", "pp"),
+        # HSDP: groups of dp_shard replicas, replicated across; 0 shards over every replica
+        lambda v: (
+            (v["dp_shard"] > 0)
+            & ((v["p"] // (v["tp"] * v["pp"])) % (v["dp_shard"] + (v["dp_shard"] == 0)) != 0)
+        ),
+        lambda v: (
+            f"dp_shard {v['dp_shard']:g} does not divide the {v['p'] // (v['tp'] * v['pp']):g} data-parallel replicas"
+        ),
     ),
     Rule(
         "max_p",

@@ -25,7 +25,7 @@ import numpy as np
 from kernels import SCALAR_PARAMS, STRATEGIES, Config, Cost, Derived, Net, derive
 from kernels.names import BATCH, DATASET, MEMORY, OK
 from kernels.strategies.registry import REGISTRY
-from kernels.terms import scale_terms
+from kernels.terms import memory_parts, scale_terms
 from sweep.errors import InputError
 from sweep.inputs.configs import NO_OWN, Bound, Overheads, Own, Request, Resolved, frozen_overheads, resolve
 from sweep.inputs.machines import override
@@ -48,6 +48,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "t_halo_s",
     "t_p2p_s",
     "mem_bytes",
+    "mem_states_bytes",
+    "mem_activations_bytes",
     "gpu_hours",
     "samples_per_s",
     "tokens_per_s",
@@ -84,7 +86,7 @@ def point_fn(
 
     def f(net: Net, machine, cfg: Config, values: tuple) -> tuple[Cost, Derived]:
         machine = override(machine, dict(zip(swept, values, strict=True)))
-        cost = kernel(net, machine, cfg)
+        cost = memory_parts(kernel(net, machine, cfg))
         if factors:
             cost = scale_terms(cost, **factors)
         return cost, derive(cost, net, machine)

@@ -78,8 +78,11 @@ META_KEY = b"paradl_sweep"
 #: field is its own column (docs/output-format.md, changelog).
 FIELD_COLUMNS = {"B": "global_batch", "limit": "limit_reason"}
 #: Result columns that some networks do not have: null where the kernels give NaN (a CNN has no
-#: tokens; a machine that states no power or price), as ``sweep estimate --json`` writes null.
-NULL_WHERE_NAN = frozenset({"tokens_per_s", "flops_per_token", "energy_kwh", "cost_usd"})
+#: tokens; a machine that states no power or price; a strategy without a memory split), as
+#: ``sweep estimate --json`` writes null.
+NULL_WHERE_NAN = frozenset(
+    {"tokens_per_s", "flops_per_token", "energy_kwh", "cost_usd", "mem_states_bytes", "mem_activations_bytes"}
+)
 #: The label columns, dictionary-encoded strings.
 LABEL_COLUMNS = ("model", "machine", "strategy")
 #: The column of a configuration's limit reason, null where it has none.

@@ -169,7 +169,7 @@ def test_cli_lists_and_the_B_alias():
     assert (row["tp"], row["pp"], row["zero"], row["global_batch"]) == (2, 2, 0, B)
     assert row["micro_batch"] in (1, 2) and row["recompute"] in ("full", "none")
     assert runner.invoke(cli, [*args, "--B", str(B)]).stdout == one.stdout
-    bad = runner.invoke(cli, [*args[:-3], "--zero", "2", "--B", str(B)])
+    bad = runner.invoke(cli, [*args[:-3], "--zero", "4", "--B", str(B)])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1, bad.output
 
 

@@ -45,6 +45,8 @@ SPEC_COLUMNS = (
     "t_halo_s",
     "t_p2p_s",
     "mem_bytes",
+    "mem_states_bytes",
+    "mem_activations_bytes",
     "feasible",
     "limit_reason",
     "gpu_hours",

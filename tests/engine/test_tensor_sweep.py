@@ -233,9 +233,8 @@ def test_the_kernel_receives_every_own_axis(monkeypatch):
         return cost._replace(t_halo_s=cfg.vp + 10 * cfg.sp + 100 * cfg.precision + 1000 * cfg.tp)
 
     monkeypatch.setitem(evaluate.STRATEGIES, "data+tensor+pipeline", spy)
-    # an evaluator compiled by an earlier test holds the real kernel
-    evaluate.jitted.cache_clear()
-    evaluate.packed.cache_clear()
+    evaluate.jitted.cache_clear()  # an evaluator compiled by an earlier test holds the real kernel
+    evaluate.packed.cache_clear()  # and so does estimate's packed one
     try:
         # vp 2 at pp 1 and fp8 on an A100 break rules: sweep.estimate refuses them, the engine's
         # estimate writes the (infeasible) row

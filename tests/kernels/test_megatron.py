@@ -106,9 +106,12 @@ def test_worked_example_pp2_dp2():
     # dp ring of 2 over 2 * 248 bytes: 2(1e-3 + 0.248) = 0.498 per iteration
     assert float(c.t_allreduce_s) == pytest.approx(2 * 0.498, rel=1e-12)
     # activations per sample (16-bit elements): embed x + y = 10, a block (17 s h + 2.5 a s^2 =
-    # 136 + 20) 156, ln_f 16, out 8 + 16: stages 166 and 196. (2 delta + 12) * 248 +
-    # delta * micro * min(pp, S) * 196
-    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 196, rel=1e-12)
+    # 136 + 20) 156, ln_f 16, out 8 + 16: stages 166 and 196. The rank that holds the most: the
+    # first stage's min(pp, S) = 2 micro-batches in flight, 2 * 166 = 332 > the last's 196.
+    # (2 delta + 12) * 248 + delta * micro * 332
+    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 166, rel=1e-12)
+    assert float(c.mem_states_bytes) == pytest.approx(16 * 248, rel=1e-12)
+    assert float(c.mem_activations_bytes) == pytest.approx(2 * 2 * 2 * 166, rel=1e-12)
     assert int(c.limit) == OK
     # the tiny GPT of one block has one stage only
     assert int(TENSOR(tiny(), machine(), cfg(4, 4, 2, pp=2)).limit) == MAX_P

@@ -32,7 +32,7 @@ def test_axis_codes():
     recompute = OWN_AXES["recompute"]
     assert recompute.code("full") == 2 and recompute.code(1) == 1 and recompute.label(2) == "full"
     assert OWN_AXES["tp"].code(8.0) == 8
-    for bad, axis in ((8.5, "tp"), ("8", "tp"), (True, "tp"), (0, "tp"), (2, "zero"), ("most", "recompute")):
+    for bad, axis in ((8.5, "tp"), ("8", "tp"), (True, "tp"), (0, "tp"), (4, "zero"), ("most", "recompute")):
         with pytest.raises(ValueError, match=axis):
             OWN_AXES[axis].code(bad)
     assert Axis("x", 1, "").label(3) == 3
