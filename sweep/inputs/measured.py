@@ -61,6 +61,18 @@ from sweep.inputs.models import load_model
 REQUIRED: tuple[str, ...] = ("model", "strategy", "p", "iter_time_s")
 #: The batch: samples per replica, or the global batch (one of them is required).
 BATCH: tuple[str, ...] = ("b", "global_batch")
+#: Settings of published runs the model has no axis for yet, at their neutral value: a row
+#: that sets one otherwise cannot be predicted as run, so it is skipped with the reason, never
+#: predicted as if it were absent (a run with context parallelism 2 is not the run without it).
+UNMODELLED: dict[str, tuple[int, str]] = {
+    name: found
+    for name, found in {
+        "cp": (1, "context parallelism"),
+        "ep": (1, "expert parallelism"),
+        "etp": (1, "expert tensor parallelism"),
+    }.items()
+    if name not in OWN_AXES
+}
 #: Columns read when present; any other column is kept as text and ignored.
 OPTIONAL: tuple[str, ...] = (
     "p2",
@@ -296,6 +308,11 @@ class _RowChecker:
         strategy = values["strategy"]
         if strategy not in REGISTRY:
             raise _Bad(f"unknown strategy '{strategy}' (known: {', '.join(REGISTRY)})")
+        for name, (neutral, what) in UNMODELLED.items():
+            if values.get(name, "").strip() not in ("", str(neutral)):
+                raise _Bad(
+                    f"{name} {values[name].strip()}: {what} is not modelled yet (rows with {name} {neutral} are read)"
+                )
         model = self.model_of(model_name)
         machine_name = values.get("machine", "")
         if self.machine is None and not machine_name:

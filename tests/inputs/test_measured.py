@@ -244,3 +244,19 @@ def test_a_file_needs_b_or_global_batch(tmp_path):
     path = write(tmp_path, "model,strategy,p,machine,iter_time_s", "resnet50,data,8,abci,0.2")
     with pytest.raises(InputError, match="missing column 'b' or 'global_batch'"):
         read_measurements(path)
+
+
+def test_a_setting_the_model_has_no_axis_for_skips_the_row(tmp_path):
+    """NVIDIA's published Llama 3 8B runs (../shared/measurements/published_h100_public.csv, the
+    Megatron-Bridge rows): the one with context parallelism 2 cannot be predicted as run, so it
+    is skipped with the reason rather than predicted as if cp were 1; cp 1 and ep 1 read."""
+    path = tmp_path / "runs.csv"
+    head = "model,strategy,p,tp,pp,cp,ep,zero,global_batch,micro_batch,recompute,machine,iter_time_s\n"
+    path.write_text(
+        head
+        + "llama3-8b,data+tensor+pipeline,8,1,1,2,1,1,128,1,,dgx-h100,10.89\n"
+        + "llama3-8b,data+tensor+pipeline,8,1,1,1,1,1,128,1,,dgx-h100,9.31\n"
+    )
+    meas = read_measurements(path)
+    assert [r.line for r in meas.runs] == [3]
+    assert meas.skipped[0].reason == "cp 2: context parallelism is not modelled yet (rows with cp 1 are read)"
