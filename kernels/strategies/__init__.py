@@ -6,6 +6,7 @@ values) and imports no JAX; the kernels themselves load on first use of a name b
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,10 +31,24 @@ PAPER_STRATEGIES: tuple[str, ...] = tuple(name for name, e in REGISTRY.items() i
 _KERNELS = {e.kernel_path.split(":")[1]: e.kernel_path.split(":")[0] for e in REGISTRY.values()}
 
 
+def _memory_split(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """``kernel`` whose memory parts (``mem_states_bytes``, ``mem_activations_bytes``) are arrays
+    of its other fields' shape and type (:func:`kernels.terms.memory_parts`): a strategy that
+    does not split its memory leaves them NaN, in the sweep's precision like every column."""
+
+    @functools.wraps(kernel)
+    def split(net, machine, cfg):
+        from kernels.terms import memory_parts
+
+        return memory_parts(kernel(net, machine, cfg))
+
+    return split
+
+
 def __getattr__(name: str) -> Any:
     if name == "STRATEGIES":  # strategy name (docs/model.md §2, column ``strategy``) to kernel
         # built once, on first use: later reads find the module attribute, not this hook
-        table = globals()["STRATEGIES"] = {s: e.kernel for s, e in REGISTRY.items()}
+        table = globals()["STRATEGIES"] = {s: _memory_split(e.kernel) for s, e in REGISTRY.items()}
         return table
     if name in _KERNELS:
         return getattr(importlib.import_module(_KERNELS[name]), name)

@@ -8,6 +8,7 @@ the same compiled program.
 from __future__ import annotations
 
 import itertools
+import math
 
 import jax
 import numpy as np
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 import kernels
 from kernels.names import MEMORY, OK
+from kernels.strategies.registry import REGISTRY
 from tests.helpers import config, layer_arrays, paradl_dir, small_machine_of
 
 JIT = {name: jax.jit(fn) for name, fn in kernels.STRATEGIES.items()}
@@ -178,8 +180,14 @@ def test_derived_columns(name, net, cfg):
 @given(net=nets(), cfg=configs)
 def test_terms_are_non_negative(name, net, cfg):
     cost = JIT[name](net, MACHINE, grouped(name, cfg))
+    # the memory parts are the Megatron-style model's; a paper strategy leaves them NaN (unknown)
+    split = ("mem_states_bytes", "mem_activations_bytes")
     for field in kernels.Cost._fields:
-        assert float(getattr(cost, field)) >= 0, field
+        value = float(getattr(cost, field))
+        if field in split and REGISTRY[name].paper:
+            assert math.isnan(value), field
+        else:
+            assert value >= 0, field
 
 
 # ResNet-50 (ParaDL .net_sc, measured time) on abci: float32 and float64 agree.
@@ -219,4 +227,5 @@ def test_float32_agrees_with_float64(name, lc, cfg):
         got, want = np.asarray(getattr(c32, field)), float(getattr(c64, field))
         if field != "limit":
             assert got.dtype == np.float32, field
-        assert float(got) == pytest.approx(want, rel=1e-5, abs=0), field
+        # NaN on both sides for the memory parts a paper strategy does not split
+        assert float(got) == pytest.approx(want, rel=1e-5, abs=0, nan_ok=True), field
