@@ -374,14 +374,15 @@ def format_sensitivity(table: pa.Table, metric: str = "t_epoch_s") -> str:
         + f": {metric} = {row[metric]:.6g}"
         + ("" if row["feasible"] else f" (infeasible: {row[store.LIMIT_REASON]})")
     )
+    width = max(20, *(len(k) for k in PARAMS))  # the longest parameter name sets the column
     lines = [
         head,
         f"elasticity e = d ln {metric} / d ln X (jax.grad): +1% of X changes {metric} by about e %",
-        f"  {'parameter':<20} {'value':>12} {'elasticity':>11}",
+        f"  {'parameter':<{width}} {'value':>12} {'elasticity':>11}",
     ]
     ranked = sorted(PARAMS, key=lambda k: -abs(row[f"e_{k}"]) if np.isfinite(row[f"e_{k}"]) else 0)
     for k in ranked:
-        lines.append(f"  {k:<20} {row[k]:>12.6g} {row[f'e_{k}']:>+11.4f}")
+        lines.append(f"  {k:<{width}} {row[k]:>12.6g} {row[f'e_{k}']:>+11.4f}")
     lines.append("not differentiated: " + ", ".join(f"{k} ({why})" for k, why in SKIPPED.items()))
     lines.append(lever_sentence(row["lever"], row["lever_e"], metric))
     return "\n".join(lines)

@@ -99,7 +99,7 @@ def plan(spec_path) -> None:
     from sweep.engine.runstate import describe_plan
 
     for line in describe_plan(api.plan(spec_path)):
-        click.echo(line)
+        click.echo(flagged(line, ("keep", "only_feasible")))  # the options it names, as flags
 
 
 @click.command()
