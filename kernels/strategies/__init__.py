@@ -6,7 +6,6 @@ values) and imports no JAX; the kernels themselves load on first use of a name b
 
 from __future__ import annotations
 
-import functools
 import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -36,12 +35,12 @@ def _memory_split(kernel: Callable[..., Any]) -> Callable[..., Any]:
     of its other fields' shape and type (:func:`kernels.terms.memory_parts`): a strategy that
     does not split its memory leaves them NaN, in the sweep's precision like every column."""
 
-    @functools.wraps(kernel)
     def split(net, machine, cfg):
         from kernels.terms import memory_parts
 
         return memory_parts(kernel(net, machine, cfg))
 
+    split.__name__, split.__doc__, split.__wrapped__ = kernel.__name__, kernel.__doc__, kernel  # type: ignore[attr-defined]
     return split
 
 
