@@ -43,16 +43,20 @@ def slowdown(machine: Machine, shape, micro, tp, rate):
     """How much longer a GEMM class's training GEMMs take than their FLOPs at ``rate``
     (docs/model.md §16), for ``micro`` samples per micro-batch over ``tp`` GPUs.
 
-    ``shape`` is ``[..., 4]`` (role, then C, F, s or h, a, s; :func:`kernels.transformer.gemm_classes`).
+    ``shape`` is ``[..., 6]`` (role, then C, F, s, C, s or h, a, s, a d_qk, k;
+    :func:`kernels.transformer.gemm_classes`; ``[..., 4]`` leaves the last two at C, s and h, s).
     A linear layer's forward GEMM is ``(micro s) x C`` by ``C x F``, F divided by tp for a
     column-parallel layer, C for a row-parallel one; its backward the data gradient
     ``(micro s) x F`` by ``F x C`` and the weight gradient ``C x (micro s)`` by ``(micro s) x F``.
-    An attention core of ``a`` heads of ``d = h / a`` over ``s`` positions is ``micro a / tp``
-    batched products: forward ``QK^T`` (s x d by d x s) and the weighted sum (s x s by s x d),
-    backward two of each shape's kind (one ``s x s x d``, three ``s x d x s`` with the weighted
-    sum's): 2 of ``(s, s, d)`` and 4 of ``(s, d, s)`` in (m, n, k) of six.
+    An attention core of ``a`` heads, query/key heads ``d_qk`` wide and value heads ``d_v = h /
+    a``, each query attending to ``k`` keys (``s``, or a sliding window), is ``micro a / tp``
+    batched products in (m, n, k) of six: forward ``QK^T`` (s, k, d_qk) and the weighted sum
+    (s, d_v, k); backward the scores' gradient (s, k, d_v), the values' (s, d_v, k), the
+    queries' and the keys' (s, d_qk, k) each. With d_qk = d_v = d and k = s: 2 of
+    ``(s, s, d)`` and 4 of ``(s, d, s)``.
     """
     role, c, f, s = (shape[..., i] for i in range(4))
+    qk, keys = (shape[..., 4], shape[..., 5]) if shape.shape[-1] > 4 else (c, s)
     tokens = micro * s
     col = role == 0
     k_in = jnp.where(col, c, c / tp)
@@ -62,9 +66,11 @@ def slowdown(machine: Machine, shape, micro, tp, rate):
         + gemm_s(machine, tokens, k_in, n_out, 1.0, rate)
         + gemm_s(machine, k_in, n_out, tokens, 1.0, rate)
     ) / (3.0 * 2.0 * tokens * n_out * k_in / rate)
-    d = c / jnp.maximum(f, 1.0)
+    d_v = c / jnp.maximum(f, 1.0)
+    d_qk = qk / jnp.maximum(f, 1.0)
     heads = micro * f / tp
-    core = (2.0 * gemm_s(machine, s, s, d, heads, rate) + 4.0 * gemm_s(machine, s, d, s, heads, rate)) / (
-        6.0 * 2.0 * heads * s * s * d / rate
-    )
+    # the sums in this order are 2 (s, s, d) + 4 (s, d, s) to the bit when d_qk = d_v, k = s
+    scores = gemm_s(machine, s, keys, d_qk, heads, rate) + gemm_s(machine, s, keys, d_v, heads, rate)
+    weighted = 2.0 * gemm_s(machine, s, d_v, keys, heads, rate) + 2.0 * gemm_s(machine, s, d_qk, keys, heads, rate)
+    core = (scores + weighted) / (6.0 * 2.0 * heads * s * keys * ((d_qk + d_v) / 2.0) / rate)
     return jnp.where(role == 2, core, linear)

@@ -115,22 +115,62 @@ def _attention(x: Dims, w: Dims, y: Dims) -> str | None:
     three = f"needs x = [3h, s...] for y = [h, s...] (queries, keys, values), x[0] = {3 * y[0]}"
     if tuple(x[1:]) != tuple(y[1:]):
         return three
-    if w[0] != 0 or w[1] < 1 or y[0] % w[1]:
-        return f"needs w = [0, heads, 1...] with heads dividing y[0] = {y[0]}"
-    if kv_heads(x[0], w[1], y[0]) is None:
-        return f"{three}, or [h + 2 g h / a, s...] for g key/value heads dividing the a = {w[1]} heads"
+    if len(w) not in (3, 5) or w[0] != 0 or w[1] < 1 or y[0] % w[1] or any(k < 1 for k in w[2:]):
+        return (
+            f"needs w = [0, heads, 1] or [0, heads, 1, d_qk, window] (each >= 1) with heads "
+            f"dividing y[0] = {y[0]}"
+        )
+    if len(w) == 5 and w[2] != 1:
+        return "needs w[2] = 1 (w = [0, heads, 1, d_qk, window])"
+    qk = w[3] if len(w) == 5 else 1
+    if kv_heads(x[0], w[1], y[0], qk) is None:
+        return (
+            f"{three}, or [a d_qk + g (d_qk + d_v), s...] for g key/value heads dividing the "
+            f"a = {w[1]} heads (d_v = y[0] / a; d_qk = w[3], else d_v)"
+        )
     return None
 
 
-def kv_heads(width: float, heads: float, out: float) -> int | None:
+def kv_heads(width: float, heads: float, out: float, qk: float = 1) -> int | None:
     """The key/value heads g of an attention layer whose input is ``width`` features (queries,
-    keys, values: ``(a + 2 g) d``) for ``out = a d`` output features of ``heads = a`` heads; None
+    keys, values: ``a d_qk + g (d_qk + d_v)``) for ``out = a d_v`` output features of
+    ``heads = a`` heads, with query/key heads ``qk = d_qk`` wide (1, the default: ``d_v``); None
     unless g is a whole number >= 1 dividing a (grouped-query attention; g = a multi-head)."""
     a, out, width = int(heads), int(out), int(width)
-    if a < 1 or out < a or out % a or width <= out or (width - out) % (2 * (out // a)):
+    if a < 1 or out < a or out % a:
         return None
-    g = (width - out) // (2 * (out // a))
+    dv = out // a
+    dqk = int(qk) if qk > 1 else dv
+    rest = width - a * dqk
+    if rest <= 0 or rest % (dqk + dv):
+        return None
+    g = rest // (dqk + dv)
     return g if a % g == 0 else None
+
+
+def attention_widths(w: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of attention layers ``w [n, 5]``, ``y [n, 4]``: the query/key width of all heads
+    ``a d_qk`` (``y[0] = a d_v`` unless ``w[3] > 1``), the positions ``s = prod(Y)`` and the keys
+    each query attends to, ``min(W, s)`` for a sliding window ``W = w[4] > 1``, else ``s``."""
+    s = _yprod(y)
+    if w.shape[1] < 5:  # w [0, a, 1]: the defaults
+        return y[:, 0], s, s
+    qk = np.where(w[:, 3] > 1, w[:, 1] * w[:, 3], y[:, 0])
+    keys = np.where(w[:, 4] > 1, np.minimum(w[:, 4], s), s)
+    return qk, s, keys
+
+
+def _attention_flops(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``2 s k a d_qk`` for QK^T and ``2 s k a d_v`` for the weighted sum, ``k`` the keys per
+    query (:func:`attention_widths`): ``4 a d s^2`` when d_qk = d_v and no window."""
+    qk, s, keys = attention_widths(w, y)
+    return 2.0 * (qk + y[:, 0]) * (s * keys)
+
+
+def _attention_scores(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Korthikanti's ``5 a s^2 / 2`` with ``s k`` scores per head, ``k`` the keys per query."""
+    _, s, keys = attention_widths(w, y)
+    return 5.0 * w[:, 1] * s * keys / 2.0
 
 
 def _embedding(x: Dims, w: Dims, y: Dims) -> str | None:
@@ -172,13 +212,17 @@ TABLE: tuple[Kind, ...] = (
     Kind("linear", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), role="column",
          memory_bound=False, model_flops=True, ops=(1, 2), check=_linear, by_shape=True, fp8=True,
          block_kept=_x),
-    # attention 4 h s^2, h = y[0] (the query width a d), s = prod(Y): QK^T, softmax, dropout, the
-    # weighted sum, permute; kept: Q, K and V (its input, (a + 2 g) d wide with g key/value heads),
-    # and 5 a s^2 / 2 for the a heads' s x s scores: softmax output, dropout mask (1 byte) and
+    # attention (docs/model.md §16, §18): w = [0, a, 1, d_qk, W] (1: the default), a heads,
+    # query/key heads d_qk wide (1: d_v = y[0] / a; multi-head latent attention's no-position
+    # plus rotary widths), a sliding window of W keys per query (1: none, every one of the s
+    # positions); y = [a d_v, s]. FLOPs 2 s k (a d_qk + a d_v), k = min(W, s) keys per query:
+    # QK^T, softmax, dropout, the weighted sum, permute (4 a d s^2 for d_qk = d_v, no window);
+    # kept: Q, K and V (its input, a d_qk + g (d_qk + d_v) wide with g key/value heads), and
+    # 5 a s k / 2 for the a heads' s x k scores: softmax output, dropout mask (1 byte) and
     # dropout output
-    Kind("attention", lambda x, w, y: 4.0 * y[:, 0] * _yprod(y) ** 2, role="core",
+    Kind("attention", _attention_flops, role="core",
          model_flops=True, ops=(5, 7), check=_attention, by_shape=True,
-         block_kept=_x, block_scores=lambda x, w, y: 5.0 * w[:, 1] * _yprod(y) * _yprod(y) / 2.0),
+         block_kept=_x, block_scores=_attention_scores),
     # a fused layernorm: one kernel forward, the input and weight gradients backward
     Kind("layernorm", lambda x, w, y: 4.0 * np.prod(x, axis=1), ops=(1, 2), check=_same, block_kept=_x,
          norm=True),

@@ -161,7 +161,8 @@ def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray)
     ``C prod(K) prod(Y)`` with C = x[0]; relu, add, dropout ``|y|``; bnorm ``4|x|``.
     Transformer kinds (docs/model.md §16): linear ``2 C F prod(Y)`` with C = x[0],
     F = y[0] (from the activations, so a tied layer without weights counts too);
-    attention ``4 h s^2`` with h = y[0], s = prod(Y); layernorm ``4|x|``; gelu ``|y|``;
+    attention ``2 s k (a d_qk + h)`` with h = y[0], s = prod(Y), k keys per query (``4 h s^2``
+    without a window or latent widths, docs/model.md §18); layernorm ``4|x|``; gelu ``|y|``;
     embedding 0 (a table lookup).
     """
     out = np.zeros(len(kind), dtype=np.float64)
@@ -173,10 +174,13 @@ def forward_flops(kind: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray)
 
 
 def softmax_elems(kind: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Attention scores kept for the backward pass, per sample: ``a s^2`` for an attention
-    layer with ``a = w[1]`` heads and ``s = prod(Y)`` positions, 0 for other kinds (docs/model.md §16)."""
+    """Attention scores kept for the backward pass, per sample: ``a s k`` for an attention
+    layer with ``a = w[1]`` heads, ``s = prod(Y)`` positions and ``k`` keys per query (``s``, or
+    a sliding window's ``min(W, s)``: :func:`kernels.kinds.attention_widths`), 0 for other kinds
+    (docs/model.md §16, §18)."""
     attention = np.array(KINDS)[kind] == "attention"
-    return np.where(attention, w[:, 1] * np.prod(y[:, 1:], axis=1) ** 2, 0.0)
+    _, s, keys = kinds.attention_widths(w, y)
+    return np.where(attention, w[:, 1] * (s * keys), 0.0)
 
 
 def default_active(kind: np.ndarray) -> np.ndarray:

@@ -82,18 +82,31 @@ def partitions(flops: np.ndarray) -> list[list[int]]:
     return [minmax_partition(flops, p, candidates) for p in range(1, len(flops) + 1)]
 
 
-def block_starts(names: np.ndarray) -> np.ndarray:
-    """Where a transformer's blocks may be cut into pipeline stages (docs/model.md §16): before
-    each attention layer but the first, at the last ``layernorm`` since the previous attention
-    (the block's first layer in a pre-layernorm GPT; an RMSNorm likewise), else at the attention itself. Empty for a
-    network without attention."""
+def block_firsts(names: np.ndarray) -> np.ndarray:
+    """Where each attention layer's block begins (docs/model.md §16): at the first norm after
+    the residual stream's last write since the previous attention (an ``add``, or the
+    ``embedding`` before the first block), the block's first layer in a pre-norm transformer,
+    where norms inside the attention (multi-head latent attention's, §18) come after it; without
+    such a write, at the last norm since the previous attention; without a norm, at the attention
+    itself."""
     attention = np.flatnonzero(names == "attention")
     norms = np.flatnonzero(np.isin(names, kinds.NORMS))
-    cuts = []
-    for before, at in zip(attention[:-1], attention[1:], strict=True):  # noqa: RUF007 (kernels import no itertools)
+    writes = np.flatnonzero((names == "add") | (names == "embedding"))
+    firsts = []
+    previous = np.concatenate([[-1], attention])[: len(attention)]
+    for before, at in zip(previous, attention, strict=True):  # noqa: RUF007 (no itertools in kernels)
         inside = norms[(norms > before) & (norms < at)]
-        cuts.append(int(inside[-1]) if inside.size else int(at))
-    return np.array(cuts, dtype=np.int64)
+        wrote = writes[(writes > before) & (writes < at)]
+        after = inside[inside > wrote[-1]] if wrote.size else inside[-1:]
+        firsts.append(int(after[0]) if after.size else int(inside[-1]) if inside.size else int(at))
+    return np.array(firsts, dtype=np.int64)
+
+
+def block_starts(names: np.ndarray) -> np.ndarray:
+    """Where a transformer's blocks may be cut into pipeline stages (docs/model.md §16): where
+    each block but the first begins (:func:`block_firsts`). Empty for a network without
+    attention."""
+    return block_firsts(names)[1:]
 
 
 class Stages(NamedTuple):

@@ -39,7 +39,14 @@ import numpy as np
 
 from kernels import kinds
 from kernels._types import Array
-from kernels.partition import Stages, block_starts, decreasing_hulls, envelope, stack_padded
+from kernels.partition import (
+    Stages,
+    block_firsts,
+    block_starts,
+    decreasing_hulls,
+    envelope,
+    stack_padded,
+)
 from kernels.strategies.registry import RECOMPUTE  # noqa: F401  (the ``recompute`` axis's codes, §16)
 
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -90,7 +97,8 @@ class TransformerTable(NamedTuple):
     #: the training FLOPs of each line of ``flops`` by GEMM class, and each class's shape
     #: (:func:`gemm_classes`), for the GEMMs' time by shape (docs/model.md §16)
     gemm_flops: Array  # [3, P+1, H, 2, C]
-    gemm_shape: Array  # [C, 4]: role, then (C, F, s) of a linear or (h, a, s) of an attention core
+    #: role, then (C, F, s, C, s) of a linear or (h, a, s, a d_qk, keys) of an attention core
+    gemm_shape: Array  # [C, 6]
     #: the first stage's line of ``act`` (total, split), which holds the most micro-batches in
     #: flight under 1F1B (docs/model.md §16)
     act_first: Array  # [3, P+1, 2]
@@ -161,14 +169,13 @@ def tensor_roles(
     its role code (:data:`kernels.kinds.ROLES`, module docstring): column- and row-parallel
     linears, attention cores and the vocabulary-parallel embedding divide their work by tp,
     a split element-wise layer its work and activations; full recomputation keeps the input of
-    the last layernorm before each attention core (the block's input)."""
+    the norm where each attention core's block begins (:func:`kernels.partition.block_firsts`:
+    the block's input)."""
     x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
     w_elems = np.prod(w, axis=1)
     out = _Layers(*(np.zeros(len(names)) for _ in range(7)))
-    last_norm = -1
+    first = dict(zip(np.flatnonzero(names == "attention").tolist(), block_firsts(names).tolist(), strict=True))
     for i, r in enumerate(role):
-        if names[i] in kinds.NORMS:
-            last_norm = i
         if r == ROLE_COLUMN:
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
             out.act_split[i] = y_elems[i]
@@ -179,8 +186,8 @@ def tensor_roles(
             out.ar_fwd[i] = y_elems[i]
         elif r == ROLE_CORE:
             out.split[i], out.act_split[i] = 1.0, act[i]
-            if last_norm >= 0:
-                out.kept[last_norm] = x_elems[last_norm]
+            if names[first[i]] in kinds.NORMS:
+                out.kept[first[i]] = x_elems[first[i]]
         elif r == ROLE_VOCAB:
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
             out.ar_fwd[i] = y_elems[i]
@@ -190,24 +197,29 @@ def tensor_roles(
 
 
 def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, row: np.ndarray):
-    """Each layer's GEMM class (-1: none) and the classes' shapes ``[C, 4]`` (docs/model.md §16):
-    a linear ``[C, s] -> [F, s]`` is (COLUMN or ROW, C, F, s), an attention core of ``a`` heads
-    over ``h`` features is (CORE, h, a, s); layers of one shape share a class. A network without
-    GEMMs has one empty class (role COLUMN, shape 1 x 1 x 1, no FLOPs)."""
+    """Each layer's GEMM class (-1: none) and the classes' shapes ``[C, 6]`` (docs/model.md §16):
+    a linear ``[C, s] -> [F, s]`` is (COLUMN or ROW, C, F, s, C, s), an attention core of ``a``
+    heads over ``h = a d_v`` value features is (CORE, h, a, s, a d_qk, k) with ``a d_qk`` its
+    query/key features and ``k`` the keys each query attends to (:func:`kernels.kinds.
+    attention_widths`; h and s without latent widths or a window); layers of one shape share a
+    class. A network without GEMMs has one empty class (role COLUMN, shape 1 x 1 x 1, no FLOPs)."""
     seq = np.prod(y[:, 1:], axis=1)
     linear, attention = names == "linear", names == "attention"
+    qk, _, keys = kinds.attention_widths(w, y)
     shape = np.stack(
         [
             np.where(attention, CORE, np.where(row > 0, ROW, COLUMN)),
             np.where(attention, y[:, 0], x[:, 0]),
             np.where(attention, w[:, 1], y[:, 0]),
             seq,
+            np.where(attention, qk, x[:, 0]),
+            np.where(attention, keys, seq),
         ],
         axis=1,
     )
     gemm = linear | attention
     if not gemm.any():
-        return np.full(len(names), -1), np.array([[COLUMN, 1.0, 1.0, 1.0]])
+        return np.full(len(names), -1), np.array([[COLUMN, 1.0, 1.0, 1.0, 1.0, 1.0]])
     shapes, index = np.unique(shape[gemm], axis=0, return_inverse=True)
     cls = np.full(len(names), -1)
     cls[gemm] = index.ravel()
@@ -216,15 +228,13 @@ def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
 
 def block_mask(names: np.ndarray) -> np.ndarray:
     """The layers of a transformer's blocks (docs/model.md §16): from each block's first layer
-    (:func:`kernels.partition.block_starts`; the first block's at the last layernorm before its
-    attention) to the layer before the next block's, the last block as long as the one before it
+    (:func:`kernels.partition.block_firsts`) to the layer before the next block's, the last block as long as the one before it
     (through its last ``add`` when it is the only one)."""
     attention = np.flatnonzero(names == "attention")
     out = np.zeros(len(names), dtype=bool)
     if not attention.size:
         return out
-    norms = np.flatnonzero(np.isin(names, kinds.NORMS) & (np.arange(len(names)) < attention[0]))
-    first = int(norms[-1]) if norms.size else int(attention[0])
+    first = int(block_firsts(names)[0])
     starts = [first, *block_starts(names).tolist()]
     if len(starts) > 1:
         end = starts[-1] + starts[-1] - starts[-2]
@@ -522,7 +532,7 @@ def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     multi-head attention), their gcd; 1 without attention. Each rank holds g / tp key/value heads
     and the a / tp query heads that share them."""
     attention = np.flatnonzero(names == "attention")
-    groups = [kinds.kv_heads(x[i, 0], w[i, 1], y[i, 0]) or int(w[i, 1]) for i in attention]
+    groups = [kinds.kv_heads(x[i, 0], w[i, 1], y[i, 0], w[i, 3] if w.shape[1] > 3 else 1) or int(w[i, 1]) for i in attention]
     return int(np.gcd.reduce(np.array(groups, dtype=np.int64))) if groups else 1
 
 
