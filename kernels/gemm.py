@@ -71,6 +71,8 @@ def slowdown(machine: Machine, shape, micro, tp, rate):
     heads = micro * f / tp
     # the sums in this order are 2 (s, s, d) + 4 (s, d, s) to the bit when d_qk = d_v, k = s
     scores = gemm_s(machine, s, keys, d_qk, heads, rate) + gemm_s(machine, s, keys, d_v, heads, rate)
-    weighted = 2.0 * gemm_s(machine, s, d_v, keys, heads, rate) + 2.0 * gemm_s(machine, s, d_qk, keys, heads, rate)
+    weighted = 2.0 * gemm_s(machine, s, d_v, keys, heads, rate) + 2.0 * gemm_s(
+        machine, s, d_qk, keys, heads, rate
+    )
     core = (scores + weighted) / (6.0 * 2.0 * heads * s * keys * ((d_qk + d_v) / 2.0) / rate)
     return jnp.where(role == 2, core, linear)

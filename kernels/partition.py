@@ -94,7 +94,7 @@ def block_firsts(names: np.ndarray) -> np.ndarray:
     writes = np.flatnonzero((names == "add") | (names == "embedding"))
     firsts = []
     previous = np.concatenate([[-1], attention])[: len(attention)]
-    for before, at in zip(previous, attention, strict=True):  # noqa: RUF007 (no itertools in kernels)
+    for before, at in zip(previous, attention, strict=True):
         inside = norms[(norms > before) & (norms < at)]
         wrote = writes[(writes > before) & (writes < at)]
         after = inside[inside > wrote[-1]] if wrote.size else inside[-1:]

@@ -174,7 +174,9 @@ def tensor_roles(
     x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
     w_elems = np.prod(w, axis=1)
     out = _Layers(*(np.zeros(len(names)) for _ in range(7)))
-    first = dict(zip(np.flatnonzero(names == "attention").tolist(), block_firsts(names).tolist(), strict=True))
+    first = dict(
+        zip(np.flatnonzero(names == "attention").tolist(), block_firsts(names).tolist(), strict=True)
+    )
     for i, r in enumerate(role):
         if r == ROLE_COLUMN:
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
@@ -532,7 +534,10 @@ def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     multi-head attention), their gcd; 1 without attention. Each rank holds g / tp key/value heads
     and the a / tp query heads that share them."""
     attention = np.flatnonzero(names == "attention")
-    groups = [kinds.kv_heads(x[i, 0], w[i, 1], y[i, 0], w[i, 3] if w.shape[1] > 3 else 1) or int(w[i, 1]) for i in attention]
+    groups = [
+        kinds.kv_heads(x[i, 0], w[i, 1], y[i, 0], w[i, 3] if w.shape[1] > 3 else 1) or int(w[i, 1])
+        for i in attention
+    ]
     return int(np.gcd.reduce(np.array(groups, dtype=np.int64))) if groups else 1
 
 

@@ -1,4 +1,4 @@
-r"""Dense transformers as data (docs/inputs.md#transformer-models, docs/model.md §16).
+r"""Dense transformers as data (docs/inputs.md#transformer-models, docs/model.md §16, §18).
 
 A :class:`Block` states a decoder-only transformer: ``L`` blocks of hidden size ``h``;
 attention with ``a`` query heads, ``g`` key/value heads (grouped-query attention; ``g = a`` is
@@ -6,6 +6,9 @@ multi-head) of dimension ``d`` (the query width ``a d`` need not be ``h``); an F
 ``f``, ``gelu`` (two matrices) or ``swiglu`` (three: gate, up and down); a ``layernorm`` or an
 ``rmsnorm``; ``learned`` positions (a table of ``s`` rows) or ``rope`` (none); tied or untied
 input and output embeddings; vocabulary ``V``, sequence ``s`` and the training set in tokens.
+The attention may instead be multi-head latent attention (``kv_rank > 0``) and may attend
+through a sliding window (``window``) in the blocks ``window_pattern`` marks: its layers (from
+``qkv`` to ``proj`` below) are :func:`sweep.inputs.attention.attention_layers`'.
 :func:`layers` turns it into the layer list, each layer stating its tensor-parallel role::
 
     embed    embedding  x [1, s]          w [V (+ s), h, 1]    y [h, s]          vocab
@@ -40,6 +43,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from sweep.errors import InputError, where
+from sweep.inputs.attention import (
+    ZERO_OK,
+    attention_check,
+    attention_flops,
+    attention_layers,
+    attention_note,
+    attention_params,
+    latent,
+)
 from sweep.inputs.layers import Layer, Model
 from sweep.inputs.transformers import MAX_BLOCKS
 
@@ -68,6 +80,14 @@ class Block:
     positions: str = "learned"
     tied: bool = True
     tokens: int = 300_000_000_000
+    # multi-head latent attention and sliding windows (sweep/inputs/attention.py, docs/model.md §18)
+    q_rank: int = 0  # 0: no query bottleneck
+    kv_rank: int = 0  # > 0: multi-head latent attention
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_dim: int = 0
+    window: int = 0  # 0: every query attends to the whole sequence
+    window_pattern: tuple[int, ...] = ()  # cycled over the blocks, 1 windowed; (): every block
 
     @property
     def g(self) -> int:
@@ -89,7 +109,8 @@ class Block:
                 f"model '{name}': {self.g} key/value heads do not divide the {self.heads} heads",
                 param="kv_heads",
             )
-        if self.head_dim < 0 or (not self.head_dim and self.hidden % self.heads):
+        attention_check(self, name)
+        if self.head_dim < 0 or (not self.head_dim and not latent(self) and self.hidden % self.heads):
             raise InputError(
                 f"model '{name}': {self.heads} heads do not divide hidden size {self.hidden} "
                 "(state head_dim)",
@@ -115,15 +136,12 @@ def _norm(spec: Block, name: str) -> Layer:
 def block(spec: Block, i: int) -> list[Layer]:
     """Block ``i``: pre-norm attention and FFN with residual adds, each layer's tensor-parallel
     role as Megatron-LM splits it (module docstring)."""
-    h, s, a, d = spec.hidden, spec.seq, spec.heads, spec.d
-    qkv, q = (a + 2 * spec.g) * d, a * d
+    h, s = spec.hidden, spec.seq
     up = 2 * spec.ffn if spec.ffn_kind == "swiglu" else spec.ffn
     f, hs, none = spec.ffn, (h, s), (h, h, 0)
     return [
         _norm(spec, f"ln1_{i}"),
-        Layer(f"qkv_{i}", "linear", hs, (h, qkv, 1), (qkv, s), role="column"),
-        Layer(f"attn_{i}", "attention", (qkv, s), (0, a, 1), (q, s), role="core"),
-        Layer(f"proj_{i}", "linear", (q, s), (q, h, 1), hs, role="row"),
+        *attention_layers(spec, i),
         Layer(f"add1_{i}", "add", hs, none, hs, role="replicated"),
         _norm(spec, f"ln2_{i}"),
         Layer(f"up_{i}", "linear", hs, (h, up, 1), (up, s), role="column"),
@@ -148,12 +166,13 @@ def layers(spec: Block) -> list[Layer]:
 
 def params(spec: Block) -> int:
     """Weights (biases not counted): per block the norms, ``h (a + 2g) d`` for Q, K and V,
-    ``a d h`` for the output projection, ``2 h f`` (GeLU) or ``3 h f`` (SwiGLU); the embedding
+    ``a d h`` for the output projection (multi-head latent attention's projections and norms:
+    :func:`sweep.inputs.attention.attention_params`), ``2 h f`` (GeLU) or ``3 h f`` (SwiGLU); the embedding
     ``V h`` (and ``s h`` learned positions), the final norm, ``h V`` more when untied. The
     weights of :func:`layers`' list."""
-    h, d, f = spec.hidden, spec.d, spec.ffn
+    h, f = spec.hidden, spec.ffn
     norm = (2 if spec.norm == "layernorm" else 1) * h
-    per_block = 2 * norm + h * (spec.heads + 2 * spec.g) * d + spec.heads * d * h
+    per_block = 2 * norm + attention_params(spec)
     per_block += (3 if spec.ffn_kind == "swiglu" else 2) * h * f
     embed = (spec.vocab + (spec.seq if spec.positions == "learned" else 0)) * h
     return spec.layers * per_block + embed + norm + (0 if spec.tied else h * spec.vocab)
@@ -163,10 +182,13 @@ def flops_per_token(spec: Block) -> float:
     """Model FLOPs per token of a training step as Megatron-LM's ``num_floating_point_operations``
     counts them (docs/model.md §12): ``12 L h^2 [(1 + g/a + s/h)(a d / h) + (f/h) m + V / (2 L h)]``,
     m = 3/2 for SwiGLU and 1 for GeLU; forward and backward, full ``s^2`` attention, no
-    recomputation. For a dense list it equals the linear layers' and attention cores' training
+    recomputation; multi-head latent attention and sliding windows by the same rule on their real
+    widths and keys (:func:`sweep.inputs.attention.attention_flops`). For a dense list it equals the linear layers' and attention cores' training
     FLOPs of :func:`layers` per token."""
-    el, h, a, g, s = spec.layers, spec.hidden, spec.heads, spec.g, spec.seq
-    attention = (1 + Fraction(g, a) + Fraction(s, h)) * Fraction(a * spec.d, h)
+    el, h = spec.layers, spec.hidden
+    # the attention on its real widths and keys (sweep/inputs/attention.py): exactly
+    # (1 + g/a + s/h)(a d / h) of 12 L h^2 for grouped-query attention without a window
+    attention = Fraction(attention_flops(spec), 12 * el * h * h)
     ffn = Fraction(spec.ffn, h) * FFN_MULTIPLIER[spec.ffn_kind]
     # in exact arithmetic, then rounded once: the layer list's sum of integers to the bit
     return float(12 * el * h * h * (attention + ffn + Fraction(spec.vocab, 2 * el * h)))
@@ -175,7 +197,6 @@ def flops_per_token(spec: Block) -> float:
 def model(spec: Block, name: str, source: str, dataset: str = "") -> Model:
     """The :class:`Model` of ``spec``: its layer list and ``tokens / s`` sequences."""
     spec.check(name)
-    g = f", {spec.g} key/value heads" if spec.g != spec.heads else ""
     return Model(
         name=name,
         dataset_samples=spec.tokens // spec.seq,
@@ -183,7 +204,7 @@ def model(spec: Block, name: str, source: str, dataset: str = "") -> Model:
         dataset=dataset or _tokens(spec.tokens),
         source=source,
         notes=(
-            f"{spec.layers} blocks, hidden {spec.hidden}, {spec.heads} heads{g} of {spec.d}, "
+            f"{spec.layers} blocks, hidden {spec.hidden}, {attention_note(spec)}, "
             f"{spec.ffn_kind} FFN {spec.ffn}, {spec.norm}, {spec.positions} positions, "
             f"{'tied' if spec.tied else 'untied'} embeddings, sequence {spec.seq}, vocabulary {spec.vocab}"
         ),
@@ -213,6 +234,8 @@ TOML_KEYS: dict[str, str] = {
     "vocab": "vocab",
     "seq": "seq",
     "tokens": "tokens",
+    **{key: key for key in ZERO_OK},
+    "window_pattern": "window_pattern",
 }
 _STRINGS = {"ffn_kind", "norm", "positions"}
 
@@ -235,6 +258,17 @@ def from_toml(table: dict, path) -> Block:
         elif key in _STRINGS:
             if not isinstance(value, str):
                 raise InputError("must be a string", place)
+        elif key == "window_pattern":
+            if (
+                not isinstance(value, list)
+                or not value
+                or any(v not in (0, 1) or isinstance(v, bool) for v in value)
+            ):
+                raise InputError("must be a list of 1 (windowed) and 0 (full), one per block, cycled", place)
+            value = tuple(value)
+        elif key in ZERO_OK:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InputError("must be an integer >= 0", place)
         elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InputError("must be an integer >= 1", place)
         fields[TOML_KEYS[key]] = value
