@@ -42,6 +42,25 @@ def test_slowdown_of_a_linear_and_an_attention_core():
     np.testing.assert_allclose(gemm.slowdown(m, shapes, 1.0, 2.0, 1e3), [1.0, 2.0], rtol=1e-12)
 
 
+def test_slowdown_of_latent_and_windowed_attention_cores():
+    """2 SMs, tiles 2 x 2, 1,000 FLOP/s, 2-byte elements, 1,000 B/s; micro-batch 1, tp = 2: one of
+    a = 2 heads. A latent core, s = 2, d_v = 4 / 2 = 2, d_qk = 8 / 2 = 4, k = 2 keys: QK^T (2, 2, 4)
+    one tile, 2*2*2*4*2/1000 = 0.064 (memory 2 * 20 / 1000 = 0.040); the scores' gradient (2, 2, 2)
+    0.032; the weighted sum and the values' gradient (2, 2, 2) 0.032 each; the queries' and keys'
+    gradients (2, 4, 2) two tiles in one wave, compute 0.032, memory 2 * (4 + 8 + 8) / 1000 = 0.040
+    each: 0.240 against 2 s k (3 d_qk + 3 d_v) = 144 FLOPs, 0.144: slowdown 5/3.
+    A windowed core, s = 4, d = 2, k = 2 keys: all six (4, 2, 2): two tiles in one wave, compute
+    0.032, memory 2 * (8 + 4 + 8) / 1000 = 0.040: 0.240 against 2 * 4 * 2 * 12 = 192 FLOPs:
+    slowdown 1.25."""
+    m = machine(gpu_sms=2.0, gemm_tile_m=2.0, gemm_tile_n=2.0)
+    shapes = np.array([[2.0, 4.0, 2.0, 2.0, 8.0, 2.0], [2.0, 4.0, 2.0, 4.0, 4.0, 2.0]])
+    np.testing.assert_allclose(gemm.slowdown(m, shapes, 1.0, 2.0, 1e3), [5 / 3, 1.25], rtol=1e-12)
+    # with d_qk = d_v and every key, the six columns are the four's to the bit
+    four = np.array([[0.0, 4.0, 8.0, 2.0], [2.0, 4.0, 2.0, 2.0]])
+    six = np.concatenate([four, four[:, [1, 3]]], axis=1)
+    assert np.array_equal(gemm.slowdown(m, six, 1.0, 2.0, 1e3), gemm.slowdown(m, four, 1.0, 2.0, 1e3))
+
+
 @pytest.mark.parametrize(
     ("batch", "m", "n", "k", "measured_tflops"),
     [

@@ -80,3 +80,49 @@ def test_forward_flops_by_rule():
     w = np.array([[8, 16, 1, 1, 1], [0, 2, 1, 1, 1], [100, 8, 1, 1, 1]], float)
     y = np.array([[16, 4, 1, 1], [8, 4, 1, 1], [8, 4, 1, 1]], float)
     assert network.forward_flops(np.array(code), x, w, y).tolist() == [1024.0, 512.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "x, w, y, broken",
+    [
+        # multi-head latent attention's core: a = 2 heads, d_qk = 3, d_v = 4 / 2 = 2, g = a:
+        # x[0] = a d_qk + g (d_qk + d_v) = 6 + 10 = 16
+        ((16, 8), (0, 2, 1, 3, 1), (4, 8), None),
+        ((16, 8), (0, 2, 1, 3, 4), (4, 8), None),  # a window of 4 keys
+        ((15, 8), (0, 2, 1, 3, 1), (4, 8), "key/value heads dividing"),
+        ((16, 8), (0, 2, 1, 3), (4, 8), "[0, heads, 1, d_qk, window]"),
+        ((16, 8), (0, 2, 2, 3, 1), (4, 8), "w[2] = 1"),
+        ((16, 8), (0, 2, 1, 0, 1), (4, 8), "each >= 1"),
+        # a window on multi-head attention: d_qk 1 (d_v), W = 4
+        ((12, 8), (0, 2, 1, 1, 4), (4, 8), None),
+    ],
+)
+def test_attention_widths_and_windows_shape_rules(x, w, y, broken):
+    got = kinds.check_shapes("attention", x, w, y)
+    assert got is None if broken is None else broken in got
+
+
+def test_kv_heads_with_query_key_heads_of_their_own_width():
+    # a = 4 heads, d_v = 8 / 4 = 2, d_qk = 3, g = 2: a d_qk + g (d_qk + d_v) = 12 + 10 = 22
+    assert kinds.kv_heads(22, 4, 8, 3) == 2
+    # latent attention, g = a = 2, d_qk = 3, d_v = 2: 6 + 10 = 16; 1 is the default (d_qk = d_v)
+    assert kinds.kv_heads(16, 2, 4, 3) == 2 and kinds.kv_heads(16, 2, 4) is None
+    assert kinds.kv_heads(3 * 4, 2, 4, 1) == 2
+
+
+def test_attention_flops_and_scores_on_the_real_widths_and_keys():
+    """a = 2 heads, d_qk = 3, d_v = 2 (y[0] = 4), s = 8. Forward 2 s k (a d_qk + a d_v):
+    full k = 8: 2 * 8 * 8 * (6 + 4) = 1,280; window W = 4: 2 * 8 * 4 * 10 = 640; W = 16 > s is
+    no window: 1,280. Scores kept a s k: 128, 64, 128; Korthikanti's 5 a s k / 2: 320, 160, 320."""
+    code = np.full(3, KINDS.index("attention"))
+    x = np.array([[16, 8, 1, 1]] * 3, float)
+    w = np.array([[0, 2, 1, 3, 1], [0, 2, 1, 3, 4], [0, 2, 1, 3, 16]], float)
+    y = np.array([[4, 8, 1, 1]] * 3, float)
+    assert network.forward_flops(code, x, w, y).tolist() == [1280.0, 640.0, 1280.0]
+    assert network.softmax_elems(code, w, y).tolist() == [128.0, 64.0, 128.0]
+    assert kinds.BY_NAME["attention"].block_scores(x, w, y).tolist() == [320.0, 160.0, 320.0]
+    # the defaults (w [0, a, 1] padded with ones) keep 4 h s^2 = 4 * 4 * 64 = 1,024
+    plain = np.array([[0, 2, 1, 1, 1]], float)
+    assert network.forward_flops(code[:1], np.array([[12, 8, 1, 1]], float), plain, y[:1]).tolist() == [
+        1024.0
+    ]
