@@ -37,13 +37,65 @@ empty: every block), so its FLOPs and scores are ``s min(W, s)`` per head instea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sweep.errors import InputError
 from sweep.inputs.layers import Layer
 
-if TYPE_CHECKING:
-    from sweep.inputs.blocks import Block
+
+class Block(Protocol):
+    """The fields of :class:`sweep.inputs.blocks.Block` the attention reads (a protocol, so that
+    this module, which blocks.py imports, imports nothing of it; read-only, as the frozen
+    dataclass's)."""
+
+    @property
+    def layers(self) -> int: ...
+
+    @property
+    def hidden(self) -> int: ...
+
+    @property
+    def heads(self) -> int: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def kv_heads(self) -> int: ...
+
+    @property
+    def head_dim(self) -> int: ...
+
+    @property
+    def norm(self) -> str: ...
+
+    @property
+    def q_rank(self) -> int: ...
+
+    @property
+    def kv_rank(self) -> int: ...
+
+    @property
+    def qk_nope_dim(self) -> int: ...
+
+    @property
+    def qk_rope_dim(self) -> int: ...
+
+    @property
+    def v_dim(self) -> int: ...
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def window_pattern(self) -> tuple[int, ...]: ...
+
+    @property
+    def g(self) -> int: ...
+
+    @property
+    def d(self) -> int: ...
+
 
 #: The attention fields of a :class:`~sweep.inputs.blocks.Block` whose 0 means "none" (and
 #: their key in a model file's ``[transformer]`` table).
