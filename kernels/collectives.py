@@ -37,6 +37,24 @@ def ring_allgather_s(p, msg_bytes, alpha_s, beta_s_per_byte):
 ring_reduce_scatter_s = ring_allgather_s
 
 
+def alltoall_s(p, local, msg_bytes, intra_alpha_s, intra_beta, inter_alpha_s, inter_beta):
+    """All-to-all of ``m`` bytes per GPU over ``p`` GPUs, ``local`` of them in each node
+    (docs/model.md §17): each GPU sends ``m / p`` to each of the other ``p - 1`` (pairwise
+    exchange, as NCCL's all-to-all of point-to-point sends); the ``local - 1`` peers in its node
+    over the intra-node link, the ``p - local`` others over the inter-node link at once.
+
+    .. math:: T = \\max\\big((l-1)(\\alpha_{in} + \\tfrac{m}{p}\\beta_{in}),\\;
+              (p-l)(\\alpha_{out} + \\tfrac{m}{p}\\beta_{out})\\big),\\quad l = \\min(local, p)
+
+    0 for p = 1; a group inside one node (``local >= p``) is ``(p-1)(alpha + (m/p) beta)``, the
+    ring all-gather's time.
+    """
+    local = jnp.clip(local, 1, p)
+    inside = (local - 1) * (intra_alpha_s + msg_bytes * intra_beta / p)
+    outside = (p - local) * (inter_alpha_s + msg_bytes * inter_beta / p)
+    return jnp.maximum(inside, outside)
+
+
 def tree_allreduce_s(p, msg_bytes, alpha_s, beta_s_per_byte):
     """Binary-tree allreduce, docs/model.md §7 (beyond the paper): ``log2(p)(alpha + m*beta)``."""
     return jnp.log2(jnp.maximum(p, 1)) * (alpha_s + msg_bytes * beta_s_per_byte)

@@ -24,9 +24,11 @@ import numpy as np
 #: rank holds all of it), column-parallel linear (output features split), row-parallel linear
 #: (input features split, output allreduced forward), attention core (heads split), vocabulary-
 #: parallel embedding (table split, output allreduced forward), split element-wise (works on the
-#: split activations between a column- and a row-parallel linear: a GeLU, a SwiGLU product).
-ROLES: tuple[str, ...] = ("replicated", "column", "row", "core", "vocab", "split")
-REPLICATED, COLUMN, ROW, CORE, VOCAB, SPLIT = range(len(ROLES))
+#: split activations between a column- and a row-parallel linear: a GeLU, a SwiGLU product), and
+#: an expert layer of a mixture of experts (docs/model.md §17: its work and activations split over
+#: tp, each rank routing its own tokens; its weights split over the expert-parallel group instead).
+ROLES: tuple[str, ...] = ("replicated", "column", "row", "core", "vocab", "split", "expert")
+REPLICATED, COLUMN, ROW, CORE, VOCAB, SPLIT, EXPERT = range(len(ROLES))
 
 Dims = Sequence[int]
 
@@ -173,6 +175,14 @@ def _attention_scores(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray
     return 5.0 * w[:, 1] * s * keys / 2.0
 
 
+def _experts(x: Dims, w: Dims, y: Dims) -> str | None:
+    if tuple(x[1:]) != tuple(y[1:]):
+        return "needs y[1:] = x[1:] (the same dispatched tokens)"
+    if len(w) < 3 or w[0] != x[0] or w[1] != y[0] or w[2] < 1 or any(k != 1 for k in w[3:]):
+        return f"needs w = [{x[0]}, {y[0]}, experts] (x[0], y[0], the experts)"
+    return None
+
+
 def _embedding(x: Dims, w: Dims, y: Dims) -> str | None:
     if x[0] != 1 or tuple(x[1:]) != tuple(y[1:]):
         return "needs x = [1, s...] (token ids) and y = [h, s...] at the same positions"
@@ -239,6 +249,17 @@ TABLE: tuple[Kind, ...] = (
     # projection: |x| (one per input element, as gelu's |y|), one fused kernel each way (Megatron's
     # bias_swiglu); keeps its input, both halves (docs/model.md §16)
     Kind("swiglu", lambda x, w, y: np.prod(x, axis=1), role="split", check=_gated, block_kept=_x),
+    # a mixture of experts' grouped expert GEMM (docs/model.md §17): x [C, k s], the k copies of
+    # each token dispatched to its experts, w [C, F, E] the E experts' weights, y [F, k s];
+    # 2 C F k s, as a linear on the dispatched tokens; keeps its input
+    Kind("experts", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), role="expert",
+         memory_bound=False, model_flops=True, ops=(1, 2), check=_experts, by_shape=True, fp8=True,
+         block_kept=_x),
+    # the router of a mixture of experts, a linear h -> E whose logits pick each token's top-k
+    # experts: 2 C F prod(Y); replicated, not counted in the model FLOPs (Megatron-LM's count
+    # leaves it out), timed by its FLOPs (docs/model.md §17)
+    Kind("router", lambda x, w, y: 2.0 * x[:, 0] * y[:, 0] * _yprod(y), memory_bound=False,
+         ops=(1, 2), check=_linear, block_kept=_x),
 )  # fmt: skip
 
 BY_NAME: dict[str, Kind] = {k.name: k for k in TABLE}
@@ -248,10 +269,11 @@ NORMS: tuple[str, ...] = tuple(k.name for k in TABLE if k.norm)
 
 def _roles(role: str) -> tuple[str, ...]:
     """The roles a kind of default ``role`` may state: a linear column- or row-parallel, an
-    attention core or embedding its own, an element-wise kind split or not; any replicated."""
-    return {"column": ("column", "row"), "split": ("split",)}.get(role, (role,)) + ("replicated",) * (
-        role != "replicated"
-    )
+    attention core, embedding or expert GEMM its own, an element-wise kind split (or inside
+    the experts: "expert") or not; any replicated."""
+    return {"column": ("column", "row"), "split": ("split", "expert")}.get(role, (role,)) + (
+        "replicated",
+    ) * (role != "replicated")
 
 
 def check_shapes(kind: str, x: Dims, w: Dims, y: Dims) -> str | None:

@@ -74,6 +74,8 @@ class Machine(NamedTuple):
     gpu_power_w: Array = _DEFAULT["gpu_power_w"]
     pue: Array = _DEFAULT["pue"]
     usd_per_gpu_hour: Array = _DEFAULT["usd_per_gpu_hour"]
+    #: a mixture of experts' busiest expert's tokens over the mean (docs/model.md §17): 1 balanced
+    moe_imbalance: Array = _DEFAULT["moe_imbalance"]
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

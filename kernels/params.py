@@ -353,9 +353,26 @@ def _run() -> list[Param]:
     ]
 
 
+def _moe() -> list[Param]:
+    """A mixture of experts' routing (docs/model.md §17)."""
+    return [
+        Param(
+            "moe_imbalance",
+            "factor",
+            CONTINUOUS,
+            "tokens of a mixture of experts' busiest expert over the mean (1: balanced routing)",
+            1.0,
+            low=1.0,
+            low_open=False,
+            plausible=(1.0, 4.0),
+        ),
+    ]
+
+
 def machine_params(kinds: Sequence[str]) -> dict[str, Param]:
     """Every scalar machine parameter by name, in the kernels' order: the paper's machine, one
     ``efficiency_<kind>`` per layer kind of ``kinds``, then data+tensor+pipeline's (§16), the
-    low-precision formats' rates and a run's power and price (§12)."""
-    records = [*_BASE, *(_kind_param(k) for k in kinds), *_transformer(), *_precisions(), *_run()]
+    low-precision formats' rates, a run's power and price (§12) and a mixture of experts' routing
+    imbalance (§17)."""
+    records = [*_BASE, *(_kind_param(k) for k in kinds), *_transformer(), *_precisions(), *_run(), *_moe()]
     return {p.name: p for p in records}

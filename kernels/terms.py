@@ -22,7 +22,7 @@ class Config(NamedTuple):
     The fields after S are strategies' own axes, one per name of
     :data:`kernels.strategies.registry.OWN_AXES` (data+tensor+pipeline's ``tp``,
     ``pp``, ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``, ``reshard``, ``dp_shard``, docs/model.md
-    §16); a strategy ignores the axes its registry entry does not own. None (no
+    §16; ``ep``, ``etp``, §17); a strategy ignores the axes its registry entry does not own. None (no
     pytree leaf, so a vmap over a configuration of four arrays still works)
     means the axis's default.
     """
@@ -40,6 +40,8 @@ class Config(NamedTuple):
     precision: Array | None = None
     reshard: Array | None = None
     dp_shard: Array | None = None
+    ep: Array | None = None
+    etp: Array | None = None
 
 
 class Cost(NamedTuple):
@@ -62,6 +64,8 @@ class Cost(NamedTuple):
     # memory per GPU split (docs/model.md §16): NaN where a strategy does not split it (the CNNs)
     mem_states_bytes: Array = float("nan")
     mem_activations_bytes: Array = float("nan")
+    # a mixture of experts' token dispatch and combine (docs/model.md §17): 0 where a strategy has none
+    t_alltoall_s: Array = 0.0
 
 
 class Derived(NamedTuple):
@@ -87,7 +91,7 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
     """The derived columns of docs/model.md §12.
 
     .. math::
-        T_{comm} = T_{ar} + T_{ag} + T_{halo} + T_{p2p},\\quad
+        T_{comm} = T_{ar} + T_{ag} + T_{halo} + T_{p2p} + T_{a2a},\\quad
         T_{epoch} = T_{comp} + T_{comm},\\quad T_{iter} = T_{epoch} \\cdot (1 / I),\\quad
         \\text{gpu\\_hours} = p\\,T_{epoch} / 3600
 
@@ -107,11 +111,12 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
     ``mfu`` are NaN.
 
     The model's own columns: ``params`` its weights (``net.w_elems``; biases not counted),
-    ``active_params`` those each token works with (all of them in a dense network),
+    ``active_params`` those each token works with (all of them in a dense network; a mixture of
+    experts' routed experts ``k`` of ``E`` times, docs/model.md §17),
     ``flops_per_token = F_model / s`` (NaN without tokens), so that
     ``mfu = flops_per_token · tokens_per_s / (p R)``; NaN without ``net``.
     """
-    t_comm = cost.t_allreduce_s + cost.t_allgather_s + cost.t_halo_s + cost.t_p2p_s
+    t_comm = cost.t_allreduce_s + cost.t_allgather_s + cost.t_halo_s + cost.t_p2p_s + cost.t_alltoall_s
     t_epoch = cost.t_comp_s + t_comm
     # a product by 1 / I, not a quotient: XLA rewrites a quotient by a broadcast I (in a
     # sweep, where I is broadcast over the axes vmapped after b) into this product, and only
@@ -127,7 +132,9 @@ def derive(cost: Cost, net: Net | None = None, machine: Machine | None = None) -
     if net is None:
         params = active_params = flops_per_token = jnp.full_like(samples_per_s, jnp.nan)
     else:
-        params = active_params = jnp.full_like(samples_per_s, net.w_elems)
+        params = jnp.full_like(samples_per_s, net.w_elems)
+        # a mixture of experts' token uses k of its E experts (docs/model.md §17)
+        active_params = jnp.full_like(samples_per_s, net.w_elems - net.transformer.moe.inactive)
         per_token = jnp.where(net.tokens > 0, net.model_flops / jnp.maximum(net.tokens, 1.0), jnp.nan)
         flops_per_token = jnp.full_like(samples_per_s, per_token)
 
@@ -164,9 +171,11 @@ ADDITIVE_TERMS: tuple[str, ...] = ("per_iter_s", "per_sample_s")
 
 def memory_parts(cost: Cost) -> Cost:
     """``cost`` with its memory parts in ``mem_bytes``'s shape: a strategy that does not split
-    its memory leaves them NaN (a Python float), which becomes NaN at every point."""
+    its memory leaves them NaN (a Python float), which becomes NaN at every point; likewise
+    ``t_alltoall_s``, 0 (a Python float) where a strategy has no all-to-all."""
     nan = jnp.full_like(cost.mem_bytes, jnp.nan)
     return cost._replace(
+        t_alltoall_s=jnp.zeros_like(cost.t_comp_s) + cost.t_alltoall_s,
         mem_states_bytes=jnp.where(jnp.isnan(cost.mem_states_bytes), nan, cost.mem_states_bytes),
         mem_activations_bytes=jnp.where(
             jnp.isnan(cost.mem_activations_bytes), nan, cost.mem_activations_bytes

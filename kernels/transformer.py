@@ -39,6 +39,7 @@ import numpy as np
 
 from kernels import kinds
 from kernels._types import Array
+from kernels.experts import ExpertTable, expert_table
 from kernels.partition import (
     Stages,
     block_firsts,
@@ -102,17 +103,20 @@ class TransformerTable(NamedTuple):
     #: the first stage's line of ``act`` (total, split), which holds the most micro-batches in
     #: flight under 1F1B (docs/model.md §16)
     act_first: Array  # [3, P+1, 2]
+    #: a mixture of experts' expert weights and all-to-alls (docs/model.md §17; zeros when dense)
+    moe: ExpertTable
 
 
 #: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16,
 #: :attr:`kernels.kinds.Kind.memory_bound`).
 GEMM_KINDS = tuple(k.name for k in kinds.TABLE if not k.memory_bound)
 #: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
-#: tp), a row-parallel linear (input features split), an attention core (heads split).
-COLUMN, ROW, CORE = 0, 1, 2
+#: tp), a row-parallel linear (input features split), an attention core (heads split), a grouped
+#: expert GEMM (its tokens split over tp, its experts over ep, its features over etp; §17).
+COLUMN, ROW, CORE, EXPERT = 0, 1, 2, 3
 #: A layer's tensor-parallel role codes (:data:`kernels.kinds.ROLES`; not the GEMM classes' above).
 ROLE_REPLICATED, ROLE_COLUMN, ROLE_ROW = kinds.REPLICATED, kinds.COLUMN, kinds.ROW
-ROLE_CORE, ROLE_VOCAB, ROLE_SPLIT = kinds.CORE, kinds.VOCAB, kinds.SPLIT
+ROLE_CORE, ROLE_VOCAB, ROLE_SPLIT, ROLE_EXPERT = kinds.CORE, kinds.VOCAB, kinds.SPLIT, kinds.EXPERT
 #: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
 #: writes them, dropout reads and writes them, the weighted sum reads them.
 SCORE_PASSES = 6.0
@@ -193,7 +197,8 @@ def tensor_roles(
         elif r == ROLE_VOCAB:
             out.split[i], out.w_split[i] = 1.0, w_elems[i]
             out.ar_fwd[i] = y_elems[i]
-        elif r == ROLE_SPLIT:
+        elif r in (ROLE_SPLIT, ROLE_EXPERT):
+            # an expert layer's weights are split over ep x etp, not tp (kernels.experts)
             out.split[i], out.act_split[i] = 1.0, act[i]
     return out
 
@@ -206,11 +211,13 @@ def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     attention_widths`; h and s without latent widths or a window); layers of one shape share a
     class. A network without GEMMs has one empty class (role COLUMN, shape 1 x 1 x 1, no FLOPs)."""
     seq = np.prod(y[:, 1:], axis=1)
-    linear, attention = names == "linear", names == "attention"
+    linear, attention, experts = names == "linear", names == "attention", names == "experts"
+    # an expert GEMM's rows per expert and sample, k s / E (its tokens' copies spread over E)
+    seq = np.where(experts, seq / np.where(experts, w[:, 2], 1.0), seq)
     qk, _, keys = kinds.attention_widths(w, y)
     shape = np.stack(
         [
-            np.where(attention, CORE, np.where(row > 0, ROW, COLUMN)),
+            np.where(attention, CORE, np.where(experts, EXPERT, np.where(row > 0, ROW, COLUMN))),
             np.where(attention, y[:, 0], x[:, 0]),
             np.where(attention, w[:, 1], y[:, 0]),
             seq,
@@ -219,7 +226,7 @@ def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
         ],
         axis=1,
     )
-    gemm = linear | attention
+    gemm = linear | attention | experts
     if not gemm.any():
         return np.full(len(names), -1), np.array([[COLUMN, 1.0, 1.0, 1.0, 1.0, 1.0]])
     shapes, index = np.unique(shape[gemm], axis=0, return_inverse=True)
@@ -265,7 +272,7 @@ def korthikanti(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, 
             kept[rows] = record.block_kept(x[rows], w[rows], y[rows])
         if rows.any() and record.block_scores is not None:
             scores[rows] = record.block_scores(x[rows], w[rows], y[rows])
-    split = np.isin(role, (ROLE_ROW, ROLE_CORE, ROLE_SPLIT))
+    split = np.isin(role, (ROLE_ROW, ROLE_CORE, ROLE_SPLIT, ROLE_EXPERT))
     total = kept + scores
     return total, np.where(split, total, 0.0), kept, np.where(split, kept, 0.0)
 
@@ -397,7 +404,8 @@ def _memory_terms(names, x, w, y, act, role, roles: _Layers) -> _Memory:
         act_split=np.where(in_block, ks, roles.act_split),
         act_sel=np.where(in_block, kt_sel, act),
         act_split_sel=np.where(in_block, ks_sel, roles.act_split),
-        w=np.prod(w, axis=1),
+        # the expert weights are kernels.experts' (split over ep x etp, not tp)
+        w=np.where(role == ROLE_EXPERT, 0.0, np.prod(w, axis=1)),
         w_split=roles.w_split,
         kept=roles.kept,
     )
@@ -525,7 +533,8 @@ def transformer_table(
         c, m, t, h = (_stage_sums(r, u, stages, pp) for r, u in zip(layer, units, strict=True))
         _add_lines(lines, c, m)
         _fill_misc(misc, pp, t, h, _boundary(y_elems, stages, pp), work)
-    return _envelopes(lines, misc, np.float64(kv_groups(names, x, w, y)), shapes)
+    moe = expert_table(names, x, w, y, role, stages)
+    return _envelopes(lines, misc, np.float64(kv_groups(names, x, w, y)), shapes, moe)
 
 
 def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> int:
@@ -541,7 +550,9 @@ def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     return int(np.gcd.reduce(np.array(groups, dtype=np.int64))) if groups else 1
 
 
-def _envelopes(lines: _Lines, misc: StageMisc, heads, shapes: np.ndarray) -> TransformerTable:
+def _envelopes(
+    lines: _Lines, misc: StageMisc, heads, shapes: np.ndarray, moe: ExpertTable
+) -> TransformerTable:
     """The tables' upper envelopes per recomputation mode (none, selective, full)."""
     hulls, sel = decreasing_hulls(lines.flops), decreasing_hulls(lines.flops_sel)
     plain = envelope(lines.flops, hulls)
@@ -558,6 +569,7 @@ def _envelopes(lines: _Lines, misc: StageMisc, heads, shapes: np.ndarray) -> Tra
         gemm_flops=stack_padded([gk_plain, envelope(lines.gk_sel, sel), gk_plain * (4.0 / 3.0)]),
         gemm_shape=shapes.astype(np.float64),
         act_first=_first_lines([lines.act, lines.act_sel, lines.kept]),
+        moe=moe,
     )
 
 

@@ -26,11 +26,13 @@ from kernels._types import Array
 from kernels.machine import Link, Machine
 from kernels.names import ATTENTIONS, KINDS
 from kernels.network import Net
-from kernels.strategies import registry
+from kernels.strategies import moe, registry
 from kernels.terms import Config, Cost
-from kernels.transformer import CORE, StageMisc
+from kernels.transformer import CORE, EXPERT, StageMisc
 
 _LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
+#: The grouped expert GEMMs' kind, whose time moe_imbalance stretches (docs/model.md §17).
+_EXPERTS_MASK = np.array([k == "experts" for k in KINDS], dtype=np.float64)
 #: The kinds whose FLOPs are GEMMs timed by shape when ``gpu_sms > 0`` (docs/model.md §16).
 _GEMM_KINDS_MASK = np.array([k.by_shape for k in kinds.TABLE], dtype=np.float64)
 #: The kinds that run at the FP8 peak with precision fp8 (docs/model.md §16).
@@ -94,13 +96,17 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     its = terms.iterations(net.dataset_samples, big_b)
     st = _stage(net, machine, own, cfg)
     comp, traffic_s = _compute(net, machine, st, own, s, dp, its)
-    grad, per_micro = _allreduces(machine, st, own, dp)
+    # a mixture of experts' gradients, reduced over the expert-data-parallel replicas (§17)
+    experts = moe.gradient_s(machine, cfg.p, own, st.delta * st.w_expert)
+    grad, per_micro, hidden = _allreduces(machine, st, own, dp, experts)
     # ZeRO-2/3 (FSDP): a reduce-scatter (and, HSDP, an all-reduce across groups) instead of the
     # all-reduce, and the gathers of the weights
     reduce, gather = _sharded(net, machine, st, own, dp, s)
-    grad = jnp.where(own.zero >= 2, reduce, grad)
+    grad = jnp.where(own.zero >= 2, reduce + jnp.maximum(experts - hidden, 0.0), grad)
     tensor = st.slots * per_micro
-    comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro)
+    # the experts' token dispatch and combine, per micro-batch (§17)
+    alltoall = moe.alltoall_s(machine, net, st.mode, st.row, own, st.micro * st.delta)
+    comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro + alltoall)
     p2p = _p2p(machine, cfg.p, own, s, dp, its, st.micro * st.delta * st.misc.y_boundary)
     states, activations = _memory(net, machine, st, own, s, dp)
     mem = states + activations
@@ -123,6 +129,7 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
         limit=terms.limit_code(machine, mem, False, False, terms.over_dataset(net, big_b), rule),
         mem_states_bytes=states,
         mem_activations_bytes=activations,
+        t_alltoall_s=its * st.slots * alltoall,
     )
 
 
@@ -142,6 +149,8 @@ class _Stage(NamedTuple):
     micro: Array
     delta: Array
     flash: Array
+    w_expert: Array
+    expert_replicas: Array
 
 
 def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
@@ -151,7 +160,7 @@ def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
     row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
     z = 1.0 - 1.0 / tp
-    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp, own.sp, own.precision)
+    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, own)
     # micro-batch slots of the schedule: 1F1B's S + pp - 1; interleaved, the bubble's pp - 1 in
     # slots of 1/vp of a stage (Narayanan et al. SC'21 §2.2)
     slots = jnp.where(vp > 1, s + (pp - 1) / vp, s + pp - 1)
@@ -167,6 +176,9 @@ def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
         delta=machine.bytes_per_element,
         # a fused (flash) attention never writes the a s^2 scores
         flash=machine.attention == ATTENTIONS["flash"],
+        # a mixture of experts' weights, split over ep x etp rather than tp (§17)
+        w_expert=moe.weights(net, row, own),
+        expert_replicas=moe.replicas(cfg.p, own),
     )
 
 
@@ -181,7 +193,7 @@ def _compute(net: Net, machine: Machine, st: _Stage, own: Own, s, dp, its):
     comp = jnp.where(
         pp == 1, one_stage, jnp.where(vp > 1, net.dataset_samples * st.slots / s * stage_s / dp, stages)
     )
-    comp = comp + its * terms.update_s(machine, st.w_stage)
+    comp = comp + its * terms.update_s(machine, st.w_stage + st.w_expert)
     # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
     misc, z = st.misc, st.z
     traffic = _value(jnp.stack([misc.traffic_total, misc.traffic_split]), z, tp, sp)
@@ -194,16 +206,18 @@ def _compute(net: Net, machine: Machine, st: _Stage, own: Own, s, dp, its):
     return comp, traffic_s
 
 
-def _allreduces(machine: Machine, st: _Stage, own: Own, dp):
-    """The gradient allreduce per iteration (overlapped as Megatron-LM overlaps it) and one
-    micro-batch's tensor-parallel allreduces."""
-    grad = _gradient_allreduce(machine, own, dp, st.delta * st.w_stage)
+def _allreduces(machine: Machine, st: _Stage, own: Own, dp, experts):
+    """The gradient allreduce per iteration with the expert weights' reduction ``experts``
+    (overlapped as Megatron-LM overlaps it), one micro-batch's tensor-parallel allreduces, and
+    the backward time that hides the gradients' reduction."""
+    grad = _gradient_allreduce(machine, own, dp, st.delta * st.w_stage) + experts
     # overlapped with the last micro-batch's backward pass (Megatron-LM's bucketed
     # overlap_grad_reduce): only what that pass, 2/3 of the stage's work, cannot hide is exposed
     hidden = st.micro * 2.0 / 3.0 * st.stage_s
     grad = jnp.where(machine.overlap_grad_reduce > 0, jnp.maximum(grad - hidden, 0.0), grad)
+    hidden = jnp.where(machine.overlap_grad_reduce > 0, hidden, 0.0)
     # with sequence parallelism each allreduce is a reduce-scatter and an all-gather: the same time
-    return grad, _tensor_allreduce(machine, st.misc, own.tp, st.micro * st.delta)
+    return grad, _tensor_allreduce(machine, st.misc, own.tp, st.micro * st.delta), hidden
 
 
 def _host_exposed(machine: Machine, st: _Stage, traffic_s, per_micro):
@@ -284,12 +298,11 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     flight = jnp.minimum(pp, s) * jnp.where(vp > 1, 1.0 + (pp - 1) / (pp * vp), 1.0)
     # FP8 (Transformer Engine): an 8-bit copy of each weight beside the 16-bit one
     fp8_copy = jnp.where(own.precision > 0, FP8_WEIGHT_BYTES, 0.0)
+    per_weight = _per_weight(own, st.delta, fp8_copy, n, shards)
+    # a mixture of experts' weights: sharded over the expert-data-parallel replicas (§17)
+    n_e = st.expert_replicas
+    per_expert = _per_weight(own, st.delta, fp8_copy, n_e, jnp.where(own.zero > 0, n_e, 1.0))
     delta = st.delta
-    # ZeRO-2 shards the gradients too, ZeRO-3 the weights (and their FP8 copy) as well
-    sharded = jnp.where(own.zero >= 3, (delta + fp8_copy) / n, delta + fp8_copy) + delta / n
-    per_weight = jnp.where(
-        own.zero >= 2, sharded + OPTIMIZER_BYTES / shards, 2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards
-    )
     # the rank that holds the most: the first stage's micro-batches in flight, or the largest
     # stage's one (a last stage with the logits); with one stage both are the stage's
     activations = delta * st.micro * (jnp.maximum(flight * first, act) + work)
@@ -300,16 +313,28 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     block = st.w_stage / layers
     gathered = jnp.where(own.reshard > 0, jnp.minimum(layers, 2.0) * block, st.w_stage) + block
     activations = activations + jnp.where(own.zero >= 3, delta * gathered, 0.0)
-    return per_weight * st.w_stage, activations
+    return per_weight * st.w_stage + per_expert * st.w_expert, activations
 
 
-def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision):
+def _per_weight(own: Own, delta, fp8_copy, n, shards):
+    """Bytes per weight of the states (weights, FP8 copy, gradients, optimizer) sharded by ZeRO
+    over ``n`` replicas (the optimizer state over ``shards``, n with ZeRO, else 1)."""
+    # ZeRO-2 shards the gradients too, ZeRO-3 the weights (and their FP8 copy) as well
+    sharded = jnp.where(own.zero >= 3, (delta + fp8_copy) / n, delta + fp8_copy) + delta / n
+    return jnp.where(
+        own.zero >= 2, sharded + OPTIMIZER_BYTES / shards, 2.0 * delta + fp8_copy + OPTIMIZER_BYTES / shards
+    )
+
+
+def _stage_s(net: Net, machine: Machine, mode, row, z, micro, own: Own):
     """Per-sample training time of the largest stage (the envelope's largest line at ``z``):
     :func:`kernels.terms.sample_s` of its FLOPs and per-kind FLOPs and traffic, as the data
     strategy times the network and the pipeline its slowest stage (docs/model.md §3). With
     ``gpu_sms > 0`` the linear layers and attention cores take their GEMMs' time by shape
     instead (:func:`kernels.gemm.slowdown` of each GEMM class, docs/model.md §16). With sequence
-    parallelism every layer's work is split over tp."""
+    parallelism every layer's work is split over tp. A mixture of experts' grouped GEMMs take
+    ``moe_imbalance`` times their time, and their own shapes (:func:`kernels.strategies.moe.gemm_slowdown`)."""
+    tp, sp, precision = own.tp, own.sp, own.precision
     table = net.transformer
     values = _value(table.flops[mode, row], z, tp, sp)
     h = jnp.argmax(values)
@@ -323,6 +348,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     # the masks in the kernel's own precision (a float32 sweep runs with x64 on)
     linear_mask, gemm = (jnp.asarray(m, fk.dtype) for m in (_LINEAR_MASK, _GEMM_KINDS_MASK))
     fk = fk / (1.0 + (speedup - 1.0) * linear_mask)
+    fk = fk * (1.0 + (machine.moe_imbalance - 1.0) * jnp.asarray(_EXPERTS_MASK, fk.dtype))
     # the per-kind sums in a computation of their own, as the data and pipeline strategies take
     # them: fused with the lines above, the compiler orders the sum over kinds differently (a
     # last bit apart from the strategies it coincides with)
@@ -333,7 +359,12 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
         shape[:, 0] == CORE, machine.kind_efficiency[_ATTENTION], machine.kind_efficiency[_LINEAR]
     )
     rate = machine.gpu_flops * machine.efficiency * kind_eff * jnp.where(shape[:, 0] == CORE, 1.0, speedup)
-    by_shape = jnp.sum(largest(table.gemm_flops) / rate * gemm_mod.slowdown(machine, shape, micro, tp, rate))
+    slow = jnp.where(
+        shape[:, 0] == EXPERT,
+        moe.gemm_slowdown(machine, shape, micro, tp, rate, own),
+        gemm_mod.slowdown(machine, shape, micro, tp, rate),
+    )
+    by_shape = jnp.sum(largest(table.gemm_flops) / rate * slow)
     return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 
 

@@ -243,13 +243,17 @@ class Strategy(NamedTuple):
 def facts(net, machine=None) -> dict[str, Any]:
     """What the rules read of a model and machine: ``heads`` (the key/value heads tp must
     divide: the attention heads without grouped-query attention), ``blocks`` (the stages the
-    model can be cut into: a GPT's transformer blocks), ``gpu_flops_fp8``, ``gpu_flops_mxfp8``,
+    model can be cut into: a GPT's transformer blocks), ``experts`` and ``expert_width`` (what
+    ep and etp must divide: a mixture of experts' experts and widths, 1 for a dense model), ``gpu_flops_fp8``, ``gpu_flops_mxfp8``,
     ``gpu_flops_fp4`` (the GPU's low-precision rates; 1 without a machine, so that the rules
     reading the machine hold). Scalars or arrays."""
     table = getattr(net, "transformer", None)
+    moe = getattr(table, "moe", None)
     return {
         "heads": table.heads if table is not None else 1,
         "blocks": net.n_stages,
+        "experts": moe.experts if moe is not None else 1,
+        "expert_width": moe.width if moe is not None else 1,
         **{r: 1.0 if machine is None else getattr(machine, r) for r in PRECISION_RATE[1:]},
     }
 
@@ -285,6 +289,8 @@ TENSOR_AXES: tuple[Axis, ...] = (
     Axis("precision", 0, "number format of the GEMMs", minimum=0, choices=PRECISION),
     Axis("reshard", 1, "zero 3: free the gathered weights after the forward, gather again (0 or 1)", 0, 1),
     Axis("dp_shard", 0, "ZeRO's shard group: data-parallel replicas (0: all; HSDP: fewer)", minimum=0),
+    Axis("ep", 1, "expert-parallel degree: GPUs a mixture of experts' experts are split over", searched=True),
+    Axis("etp", 1, "expert tensor-parallel degree: GPUs each expert's FFN is split over"),
 )
 
 #: data+tensor+pipeline's legality (docs/model.md §2, §16), in the order the first broken one is
@@ -313,6 +319,36 @@ TENSOR_RULES: tuple[Rule, ...] = (
         ),
         lambda v: (
             f"dp_shard {v['dp_shard']:g} does not divide the {v['p'] // (v['tp'] * v['pp']):g} data-parallel replicas"
+        ),
+    ),
+    # a mixture of experts (docs/model.md §17): the expert layers regroup the p / pp GPUs of a
+    # stage (tp x dp) into ep x etp x the expert-data-parallel replicas (Megatron-Core's rule)
+    Rule(
+        "divides",
+        ("ep", "etp", "p", "pp"),
+        lambda v: (v["p"] // v["pp"]) % (v["ep"] * v["etp"]) != 0,
+        lambda v: (
+            f"ep x etp = {v['ep'] * v['etp']:g} does not divide the {v['p'] // v['pp']:g} GPUs of a stage"
+        ),
+    ),
+    Rule(
+        "divides",
+        ("ep",),
+        lambda v: v["experts"] % v["ep"] != 0,
+        lambda v: (
+            f"ep {v['ep']:g} does not divide the model's {v['experts']:g} experts"
+            if v["experts"] > 1
+            else f"ep {v['ep']:g} needs a mixture of experts (the model has none)"
+        ),
+    ),
+    Rule(
+        "divides",
+        ("etp",),
+        lambda v: v["expert_width"] % v["etp"] != 0,
+        lambda v: (
+            f"etp {v['etp']:g} does not divide the experts' widths (their gcd {v['expert_width']:g})"
+            if v["expert_width"] > 1
+            else f"etp {v['etp']:g} needs a mixture of experts (the model has none)"
         ),
     ),
     Rule(

@@ -45,6 +45,7 @@ BREAKDOWN = (
     ("t_allgather_s", "allgather", "#55A868"),
     ("t_halo_s", "halo", "#C44E52"),
     ("t_p2p_s", "p2p", "#8172B3"),
+    ("t_alltoall_s", "alltoall", "#937860"),
 )
 #: A fixed colour per strategy, so every figure agrees.
 STRATEGY_COLORS = {

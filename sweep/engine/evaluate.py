@@ -47,6 +47,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "t_allgather_s",
     "t_halo_s",
     "t_p2p_s",
+    "t_alltoall_s",
     "mem_bytes",
     "mem_states_bytes",
     "mem_activations_bytes",

@@ -53,6 +53,16 @@ from sweep.inputs.attention import (
     latent,
 )
 from sweep.inputs.layers import Layer, Model
+from sweep.inputs.moe import (
+    MATRICES,
+    dense_ffn,
+    expert_ffn,
+    moe_check,
+    moe_ffn,
+    moe_params,
+    moe_width,
+    shared_ffn,
+)
 from sweep.inputs.transformers import MAX_BLOCKS
 
 FFN_KINDS = ("gelu", "swiglu")
@@ -88,6 +98,13 @@ class Block:
     v_dim: int = 0
     window: int = 0  # 0: every query attends to the whole sequence
     window_pattern: tuple[int, ...] = ()  # cycled over the blocks, 1 windowed; (): every block
+    # a mixture of experts (sweep/inputs/moe.py, docs/model.md §17): 0 experts is a dense FFN
+    experts: int = 0
+    top_k: int = 1
+    expert_ffn: int = 0  # 0: ffn
+    shared_experts: int = 0
+    shared_ffn: int = 0  # 0: expert_ffn
+    dense_layers: int = 0  # the first blocks keep a dense FFN of width ffn
 
     @property
     def g(self) -> int:
@@ -99,11 +116,16 @@ class Block:
         """Head dimension."""
         return self.head_dim or self.hidden // self.heads
 
+    def moe(self, i: int) -> bool:
+        """Whether block ``i``'s FFN is a mixture of experts."""
+        return self.experts > 0 and i >= self.dense_layers
+
     def check(self, name: str) -> None:
         """An :class:`InputError` naming the first field out of range (its key in a model file)."""
         for key in ("layers", "hidden", "heads", "seq", "vocab", "ffn", "tokens"):
             if getattr(self, key) < 1:
                 raise InputError(f"model '{name}': {key} must be >= 1", param=key)
+        moe_check(self, name)
         if self.kv_heads < 0 or self.g > self.heads or self.heads % self.g:
             raise InputError(
                 f"model '{name}': {self.g} key/value heads do not divide the {self.heads} heads",
@@ -137,16 +159,14 @@ def block(spec: Block, i: int) -> list[Layer]:
     """Block ``i``: pre-norm attention and FFN with residual adds, each layer's tensor-parallel
     role as Megatron-LM splits it (module docstring)."""
     h, s = spec.hidden, spec.seq
-    up = 2 * spec.ffn if spec.ffn_kind == "swiglu" else spec.ffn
-    f, hs, none = spec.ffn, (h, s), (h, h, 0)
+    hs, none = (h, s), (h, h, 0)
+    ffn = moe_ffn(spec, i) if spec.moe(i) else dense_ffn(spec, i, spec.ffn)
     return [
         _norm(spec, f"ln1_{i}"),
         *attention_layers(spec, i),
         Layer(f"add1_{i}", "add", hs, none, hs, role="replicated"),
         _norm(spec, f"ln2_{i}"),
-        Layer(f"up_{i}", "linear", hs, (h, up, 1), (up, s), role="column"),
-        Layer(f"{spec.ffn_kind}_{i}", spec.ffn_kind, (up, s), (up, f, 0), (f, s), role="split"),
-        Layer(f"down_{i}", "linear", (f, s), (f, h, 1), hs, role="row"),
+        *ffn,
         Layer(f"add2_{i}", "add", hs, none, hs, role="replicated"),
     ]
 
@@ -173,9 +193,18 @@ def params(spec: Block) -> int:
     h, f = spec.hidden, spec.ffn
     norm = (2 if spec.norm == "layernorm" else 1) * h
     per_block = 2 * norm + attention_params(spec)
-    per_block += (3 if spec.ffn_kind == "swiglu" else 2) * h * f
+    moe = sum(spec.moe(i) for i in range(spec.layers))
+    ffn = (spec.layers - moe) * MATRICES[spec.ffn_kind] * h * f + moe * moe_params(spec)[0]
     embed = (spec.vocab + (spec.seq if spec.positions == "learned" else 0)) * h
-    return spec.layers * per_block + embed + norm + (0 if spec.tied else h * spec.vocab)
+    return spec.layers * per_block + ffn + embed + norm + (0 if spec.tied else h * spec.vocab)
+
+
+def active_params(spec: Block) -> int:
+    """The weights each token works with: :func:`params` with a mixture of experts' routed
+    experts counted ``top_k`` times rather than ``experts`` times (all of them in a dense block)."""
+    moe = sum(spec.moe(i) for i in range(spec.layers))
+    total, active = moe_params(spec)
+    return params(spec) - moe * (total - active)
 
 
 def flops_per_token(spec: Block) -> float:
@@ -189,7 +218,9 @@ def flops_per_token(spec: Block) -> float:
     # the attention on its real widths and keys (sweep/inputs/attention.py): exactly
     # (1 + g/a + s/h)(a d / h) of 12 L h^2 for grouped-query attention without a window
     attention = Fraction(attention_flops(spec), 12 * el * h * h)
-    ffn = Fraction(spec.ffn, h) * FFN_MULTIPLIER[spec.ffn_kind]
+    # per block, its FFN's width: f dense, k f_expert + f_shared in a mixture of experts
+    widths = sum(moe_width(spec) if spec.moe(i) else spec.ffn for i in range(el))
+    ffn = Fraction(widths, el * h) * FFN_MULTIPLIER[spec.ffn_kind]
     # in exact arithmetic, then rounded once: the layer list's sum of integers to the bit
     return float(12 * el * h * h * (attention + ffn + Fraction(spec.vocab, 2 * el * h)))
 
@@ -197,6 +228,7 @@ def flops_per_token(spec: Block) -> float:
 def model(spec: Block, name: str, source: str, dataset: str = "") -> Model:
     """The :class:`Model` of ``spec``: its layer list and ``tokens / s`` sequences."""
     spec.check(name)
+    moe = _moe_note(spec)
     return Model(
         name=name,
         dataset_samples=spec.tokens // spec.seq,
@@ -205,10 +237,23 @@ def model(spec: Block, name: str, source: str, dataset: str = "") -> Model:
         source=source,
         notes=(
             f"{spec.layers} blocks, hidden {spec.hidden}, {attention_note(spec)}, "
-            f"{spec.ffn_kind} FFN {spec.ffn}, {spec.norm}, {spec.positions} positions, "
+            f"{spec.ffn_kind} FFN {spec.ffn}{moe}, {spec.norm}, {spec.positions} positions, "
             f"{'tied' if spec.tied else 'untied'} embeddings, sequence {spec.seq}, vocabulary {spec.vocab}"
         ),
     )
+
+
+def _moe_note(spec: Block) -> str:
+    """A mixture of experts as the notes say it ("" for a dense block)."""
+    if not spec.experts:
+        return ""
+    shared = (
+        f" + {spec.shared_experts} shared of {shared_ffn(spec) // spec.shared_experts}"
+        if spec.shared_experts
+        else ""
+    )
+    dense = f", the first {spec.dense_layers} blocks dense" if spec.dense_layers else ""
+    return f" ({spec.experts} experts of {expert_ffn(spec)}, top-{spec.top_k}{shared}{dense})"
 
 
 def _tokens(tokens: int) -> str:
@@ -236,8 +281,16 @@ TOML_KEYS: dict[str, str] = {
     "tokens": "tokens",
     **{key: key for key in ZERO_OK},
     "window_pattern": "window_pattern",
+    "experts": "experts",
+    "top_k": "top_k",
+    "expert_ffn": "expert_ffn",
+    "shared_experts": "shared_experts",
+    "shared_ffn": "shared_ffn",
+    "dense_layers": "dense_layers",
 }
 _STRINGS = {"ffn_kind", "norm", "positions"}
+#: Keys whose 0 means "none" or "the default": integers >= 0.
+_ZERO_OK = {"experts", "expert_ffn", "shared_experts", "shared_ffn", "dense_layers", *ZERO_OK}
 
 
 def from_toml(table: dict, path) -> Block:
@@ -266,11 +319,8 @@ def from_toml(table: dict, path) -> Block:
             ):
                 raise InputError("must be a list of 1 (windowed) and 0 (full), one per block, cycled", place)
             value = tuple(value)
-        elif key in ZERO_OK:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InputError("must be an integer >= 0", place)
-        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InputError("must be an integer >= 1", place)
+        elif not isinstance(value, int) or isinstance(value, bool) or value < (key not in _ZERO_OK):
+            raise InputError(f"must be an integer >= {int(key not in _ZERO_OK)}", place)
         fields[TOML_KEYS[key]] = value
     missing = [k for k in ("layers", "hidden", "heads", "seq", "vocab") if k not in fields]
     if missing:

@@ -8,6 +8,13 @@ embeddings and a SwiGLU FFN. The sequence is the one NVIDIA's published H100 run
 (4,096 for Llama 2, 8,192 for Llama 3 and 3.1); ``NAME-s<N>`` sets another. The training set
 is the model's published one: Llama 2 2.0T tokens (Touvron et al. 2023, "Llama 2", §2.1),
 Llama 3 and 3.1 15T (Meta 2024, "The Llama 3 Herd of Models", §3.1: "about 15T").
+
+Mixtures of experts (docs/model.md §17), shapes from the same files (``num_local_experts`` or
+``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``): Mixtral 8x7B and 8x22B
+(every block 8 experts, 2 per token, untied embeddings; Mistral AI has not published their
+training set: the presets keep the GPT names' 300B tokens), Qwen3-30B-A3B and Qwen3-235B-A22B
+(every block 128 experts, 8 per token, no shared expert, a query width ``a d`` twice the hidden
+size; 36T tokens, Qwen3 Technical Report 2025, §3). Sequence 4,096, NVIDIA's published runs'.
 """
 
 from __future__ import annotations
@@ -42,6 +49,19 @@ def _llama(
     )
 
 
+QWEN3_TOKENS = 36_000_000_000_000
+MIXTRAL_TOKENS = 300_000_000_000
+
+
+def _moe(
+    dims: tuple[int, int, int, int], ffn: int, experts: int, top_k: int, vocab: int, tokens: int
+) -> Block:
+    """An MoE preset: (layers, hidden, heads, key/value heads) of 128, every block's FFN
+    ``experts`` SwiGLU experts of width ``ffn``, ``top_k`` per token."""
+    dense = _llama(*dims, ffn, vocab, 4096, tokens)
+    return Block(**{**dense.__dict__, "experts": experts, "top_k": top_k})
+
+
 _L2, _L3 = (32_000, 4_096, LLAMA2_TOKENS), (128_256, 8_192, LLAMA3_TOKENS)
 #: name -> (block, source)
 PRESETS: dict[str, tuple[Block, str]] = {
@@ -53,9 +73,25 @@ PRESETS: dict[str, tuple[Block, str]] = {
     "llama3.1-8b": (_llama(32, 4096, 32, 8, 14336, *_L3), "meta-llama/Llama-3.1-8B config.json"),
     "llama3.1-70b": (_llama(80, 8192, 64, 8, 28672, *_L3), "meta-llama/Llama-3.1-70B config.json"),
     "llama3.1-405b": (_llama(126, 16384, 128, 8, 53248, *_L3), "meta-llama/Llama-3.1-405B config.json"),
+    "mixtral-8x7b": (
+        _moe((32, 4096, 32, 8), 14336, 8, 2, 32_000, MIXTRAL_TOKENS),
+        "mistralai/Mixtral-8x7B-v0.1 config.json",
+    ),
+    "mixtral-8x22b": (
+        _moe((56, 6144, 48, 8), 16384, 8, 2, 32_768, MIXTRAL_TOKENS),
+        "mistralai/Mixtral-8x22B-v0.1 config.json",
+    ),
+    "qwen3-30b-a3b": (
+        _moe((48, 2048, 32, 4), 768, 128, 8, 151_936, QWEN3_TOKENS),
+        "Qwen/Qwen3-30B-A3B config.json",
+    ),
+    "qwen3-235b-a22b": (
+        _moe((94, 4096, 64, 4), 1536, 128, 8, 151_936, QWEN3_TOKENS),
+        "Qwen/Qwen3-235B-A22B config.json",
+    ),
 }
 #: ``NAME[-s<sequence>]``
-PATTERN = re.compile(r"(?P<name>[a-z0-9.]+-\d+b)(?:-s(?P<seq>\d+))?")
+PATTERN = re.compile(r"(?P<name>[a-z0-9.-]+?)(?:-s(?P<seq>\d+))?")
 
 
 def is_preset(name: str) -> bool:

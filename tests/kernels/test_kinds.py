@@ -19,14 +19,16 @@ def test_the_tables_read_the_records():
     # docs/model.md §6, §12, §16: relu and bnorm work in place; the matrix multiplies count
     # toward the MFU; the GEMM kinds are timed by FLOPs, every other kind is memory-bound
     assert {"relu", "bnorm"} == network.IN_PLACE
-    assert {"conv", "fc", "linear", "attention"} == network.MODEL_FLOPS_KINDS
-    assert set(transformer.GEMM_KINDS) == {"conv", "fc", "linear"}
+    # (an MoE's router is left out of the model FLOPs as Megatron-LM leaves it, §17)
+    assert {"conv", "fc", "linear", "attention", "experts"} == network.MODEL_FLOPS_KINDS
+    assert set(transformer.GEMM_KINDS) == {"conv", "fc", "linear", "experts", "router"}
     assert network.SAVES["relu"] == "y" and network.SAVES["pool_avg"] == "" and network.SAVES["linear"] == "x"
     # filter and channel split conv and fc by default (§9); the GEMMs timed by shape are the
     # linear layers and attention cores, the FP8 ones the linear layers only (§16)
     assert [k.name for k in kinds.TABLE if k.filter_channel] == ["conv", "fc"]
-    assert [k.name for k in kinds.TABLE if k.by_shape] == ["linear", "attention"]
-    assert [k.name for k in kinds.TABLE if k.fp8] == ["linear"]
+    # (and an MoE's grouped expert GEMMs, §17)
+    assert [k.name for k in kinds.TABLE if k.by_shape] == ["linear", "attention", "experts"]
+    assert [k.name for k in kinds.TABLE if k.fp8] == ["linear", "experts"]
     # Megatron-LM's GPT layer (docs/model.md §16): attention 5 kernels forward, 7 backward
     assert transformer.OPS_PER_KIND["attention"] == (5, 7) and transformer.OPS_PER_KIND["conv"] == (1, 1)
 
@@ -55,6 +57,11 @@ def test_the_tables_read_the_records():
         ("linear", (1024, 2048), (0, 0, 0), (50257, 2048), None),  # tied to the embedding
         ("linear", (1024, 2048), (1024, 4096, 1), (4096, 1024), "same positions"),
         ("linear", (1024, 2048), (1024, 4000, 1), (4096, 2048), "x[0], y[0]"),
+        # 8 experts of SwiGLU width 14,336 on the k s = 2 x 4,096 dispatched tokens (docs/model.md §17)
+        ("experts", (4096, 8192), (4096, 28672, 8), (28672, 8192), None),
+        ("experts", (4096, 8192), (4096, 28672, 8), (28672, 4096), "dispatched tokens"),
+        ("experts", (4096, 8192), (4096, 14336, 8), (28672, 8192), "experts]"),
+        ("router", (4096, 4096), (4096, 8, 1), (8, 4096), None),
         ("embedding", (1, 2048), (52305, 1024, 1), (1024, 2048), None),
         ("embedding", (1, 2048), (52305, 512, 1), (1024, 2048), "y[0] features"),
         ("conv", (3, 224, 224), (3, 64, 7, 7), (64, 112, 112), None),
