@@ -15,6 +15,19 @@ Mixtures of experts (docs/model.md §17), shapes from the same files (``num_loca
 training set: the presets keep the GPT names' 300B tokens), Qwen3-30B-A3B and Qwen3-235B-A22B
 (every block 128 experts, 8 per token, no shared expert, a query width ``a d`` twice the hidden
 size; 36T tokens, Qwen3 Technical Report 2025, §3). Sequence 4,096, NVIDIA's published runs'.
+
+DeepSeek-V3 (deepseek-ai/DeepSeek-V3 ``config.json``; DeepSeek-AI 2024, "DeepSeek-V3 Technical
+Report", arXiv 2412.19437, §2 and §4.2): multi-head latent attention (``q_lora_rank`` 1,536,
+``kv_lora_rank`` 512, ``qk_nope_head_dim`` 128, ``qk_rope_head_dim`` 64, ``v_head_dim`` 128;
+docs/model.md §18), the first 3 of 61 blocks dense (``first_k_dense_replace``, f 18,432), the
+other 58 with 256 routed experts of 2,048 (8 per token) and one shared expert of 2,048; 14.8T
+tokens; its multi-token-prediction module is not in the preset (nor in the 671B). gpt-oss-120b
+(openai/gpt-oss-120b ``config.json``; OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", arXiv
+2508.10925): 64 query heads and 8 key/value heads of 64, 128-token sliding windows on the even
+blocks from block 0 (``sliding_window``, ``layer_types``), 128 experts of 2,880 (4 per token) in
+every block; no published training set (the GPT names' 300B tokens, as Mixtral). Biases (its
+attention projections', router's and experts') and its attention sinks are not counted, as for
+every preset: 1,114,112 weights a block, 40.1M in all, 0.03 % of its 116.8B.
 """
 
 from __future__ import annotations
@@ -90,6 +103,23 @@ PRESETS: dict[str, tuple[Block, str]] = {
         "Qwen/Qwen3-235B-A22B config.json",
     ),
 }
+PRESETS["deepseek-v3"] = (
+    Block(
+        layers=61, hidden=7168, heads=128, seq=4096, vocab=129_280, ffn=18_432, ffn_kind="swiglu",
+        norm="rmsnorm", positions="rope", tied=False, tokens=14_800_000_000_000, q_rank=1536,
+        kv_rank=512, qk_nope_dim=128, qk_rope_dim=64, v_dim=128, experts=256, top_k=8,
+        expert_ffn=2048, shared_experts=1, shared_ffn=2048, dense_layers=3,
+    ),
+    "deepseek-ai/DeepSeek-V3 config.json",
+)  # fmt: skip
+PRESETS["gpt-oss-120b"] = (
+    Block(
+        layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, seq=4096, vocab=201_088,
+        ffn=2880, ffn_kind="swiglu", norm="rmsnorm", positions="rope", tied=False, experts=128,
+        top_k=4, window=128, window_pattern=(1, 0), tokens=MIXTRAL_TOKENS,
+    ),
+    "openai/gpt-oss-120b config.json",
+)  # fmt: skip
 #: ``NAME[-s<sequence>]``
 PATTERN = re.compile(r"(?P<name>[a-z0-9.-]+?)(?:-s(?P<seq>\d+))?")
 

@@ -11,7 +11,7 @@ import kernels
 from kernels import partition, transformer
 from kernels.names import KINDS
 from sweep.errors import InputError
-from sweep.inputs import attention, blocks
+from sweep.inputs import attention, blocks, presets
 from sweep.inputs.layers import to_arrays
 from sweep.inputs.models import load_model
 
@@ -209,3 +209,49 @@ def test_an_estimate_of_latent_attention_and_its_tp_rule(tmp_path):
     with pytest.raises(InputError) as err:
         row(8)
     assert err.value.param == ("tp",)
+
+
+def test_deepseek_v3_parameters_by_hand():
+    """PRESETS.md: 671B total, 37B active. By hand: attention 187,107,328 x 61 = 11,413,547,008;
+    block norms 2 * 7,168 x 61 = 874,496; 3 dense SwiGLU FFNs 3 * 3 * 7168 * 18432 = 1,189,085,184;
+    58 MoE blocks of router 7168 * 256 = 1,835,008, 256 routed experts of 3 * 7168 * 2048 =
+    44,040,192 and one shared: 11,320,164,352 each, 656,569,532,416; embedding and output
+    2 * 129280 * 7168 = 1,853,358,080; final norm 7,168: 671,026,404,352. Active: 8 routed experts
+    of 58 blocks, (1,835,008 + 9 * 44,040,192) * 58 = 23,095,410,688 instead: 37,552,282,624
+    (+1.5 % of 37B; its multi-token-prediction module not counted, as in the 671B)."""
+    assert blocks.params(presets.block_of("deepseek-v3")) == 671_026_404_352
+    assert int(np.prod(to_arrays(load_model("deepseek-v3")).w, axis=1).sum()) == 671_026_404_352
+    assert blocks.active_params(presets.block_of("deepseek-v3")) == 37_552_282_624
+    assert abs(671_026_404_352 / 671e9 - 1) < 0.02 and abs(37_552_282_624 / 37e9 - 1) < 0.03
+
+
+def test_gpt_oss_120b_parameters_by_hand():
+    """PRESETS.md: 116.8B total, 5.1B active. Per block: attention 2880 (64 + 16) 64 + 4096 * 2880
+    = 26,542,080; norms 5,760; router 2880 * 128 = 368,640; 128 experts of 3 * 2880^2 = 24,883,200
+    each: 3,185,049,600; 3,211,966,080 x 36 = 115,630,778,880; embedding and output 2 * 201088 *
+    2880 = 1,158,266,880; final norm 2,880: 116,789,048,640. Biases, not counted: q, k, v
+    (64 + 16) 64 = 5,120, output 2,880, router 128, experts 128 * 3 * 2,880 = 1,105,920, and the
+    sinks 64: 1,114,112 a block, 40,108,032 in all: with them 116,829,156,672, the model card's
+    116.83B. Active 5,710,443,840: the model card's 5.13B leaves out the input embedding (its
+    20b: 24 * 26,542,080 + 24 * (4 * 24,883,200 + 2880 * 32) + 579,133,440 = 3.61B, as published),
+    so 5,710,443,840 - 201088 * 2880 = 5,131,310,400 against it."""
+    spec = presets.block_of("gpt-oss-120b")
+    assert blocks.params(spec) == 116_789_048_640
+    assert blocks.params(spec) + 36 * 1_114_112 == 116_829_156_672
+    assert blocks.active_params(spec) == 5_710_443_840
+    assert abs(blocks.params(spec) / 116.8e9 - 1) < 0.02
+    assert abs((blocks.active_params(spec) - 201_088 * 2880) / 5.1e9 - 1) < 0.03
+
+
+def test_gpt_oss_120b_flops_per_token_by_hand():
+    """Per block the attention's linear layers 6 * 26,542,080 = 159,252,480, x 36 = 5,733,089,280;
+    the cores 6 a (d_qk + d_v) k = 6 * 64 * 128 k: 201,326,592 at k = s = 4,096 on the 18 odd
+    blocks, 6,291,456 at the 128-token window on the 18 even ones: 3,737,124,864; the experts
+    18 h k f = 18 * 2880 * 4 * 2880 = 597,196,800 x 36 = 21,499,084,800 (the router not counted);
+    logits 6 h V = 6 * 2880 * 201088 = 3,474,800,640: 34,444,099,584. The layer list agrees."""
+    assert blocks.flops_per_token(presets.block_of("gpt-oss-120b")) == 34_444_099_584
+    arrays = to_arrays(load_model("gpt-oss-120b"))
+    net = kernels.build_net(arrays, 1)
+    assert float(net.model_flops) / 4096 == 34_444_099_584
+    attn = [w for kind, w in zip(np.array(KINDS)[arrays.kind], arrays.w, strict=True) if kind == "attention"]
+    assert [int(w[4]) for w in attn[:4]] == [128, 1, 128, 1] and len(attn) == 36
