@@ -80,6 +80,13 @@ BUILTIN_MODELS = (
     "llama3.1-8b",
     "llama3.1-70b",
     "llama3.1-405b",
+    # mixtures of experts, latent attention and sliding windows (the same file)
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "deepseek-v3",
+    "gpt-oss-120b",
 )
 IMAGENET_SAMPLES = 1_281_167
 #: Weight elements of the built-in ResNet-50: torchvision's 25,557,032 without the
