@@ -98,7 +98,10 @@ def _check_layer(layer: Layer, path, line: int) -> None:
     spatial = len(layer.x) - 1
     if not 1 <= spatial <= 3:
         raise InputError(f"input shape of '{layer.name}' needs 1 to 3 spatial extents", where(path, line))
-    if len(layer.y) != len(layer.x) or len(layer.w) != len(layer.x) + 1:
+    # an attention layer may state its query/key width and window: w [0, a, 1, d_qk, W]
+    # (docs/model.md §18) whatever its x's rank
+    latent = layer.kind == "attention" and len(layer.w) == 5
+    if len(layer.y) != len(layer.x) or (len(layer.w) != len(layer.x) + 1 and not latent):
         raise InputError(
             f"layer '{layer.name}' shapes disagree in rank: x has {len(layer.x)} dims, "
             f"w {len(layer.w)} (expected {len(layer.x) + 1}), y {len(layer.y)}",
@@ -111,7 +114,7 @@ def _check_layer(layer: Layer, path, line: int) -> None:
 def _check_kind(layer: Layer) -> None:
     """The layer's shapes against its kind's rule (:func:`kernels.kinds.check_shapes`,
     docs/inputs.md#model-files): an element-wise layer's y equals its x, an attention's input is
-    ``[3h, s]`` for its output ``[h, s]`` and its heads divide h, a linear's weights are
+    ``[3h, s]`` for its output ``[h, s]`` (or Q, K and V at their widths) and its heads divide h, a linear's weights are
     ``[x[0], y[0], 1...]`` or all zero (tied), an embedding's input is ``[1, s]``; and its
     ``role``, when it states one, is one its kind can take."""
     broken = check_shapes(layer.kind, layer.x, layer.w, layer.y)

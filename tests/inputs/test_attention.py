@@ -255,3 +255,20 @@ def test_gpt_oss_120b_flops_per_token_by_hand():
     assert float(net.model_flops) / 4096 == 34_444_099_584
     attn = [w for kind, w in zip(np.array(KINDS)[arrays.kind], arrays.w, strict=True) if kind == "attention"]
     assert [int(w[4]) for w in attn[:4]] == [128, 1, 128, 1] and len(attn) == 36
+
+
+def test_a_layer_file_states_an_attention_layers_widths_and_window(tmp_path):
+    """A hand-written ``[[layer]]`` attention may state w = [0, a, 1, d_qk, W] (its x has one
+    position extent, so five entries where other layers have three): a = 2, d_qk = 3, d_v = 2,
+    s = 8, W = 4: forward 2 s k (a d_qk + a d_v) = 2 * 8 * 4 * 10 = 640. A d_qk its x does not
+    fit is refused, naming the rule."""
+    norm = 'name = "ln"\nkind = "layernorm"\nx = [16, 8]\nw = [2, 16, 1]\ny = [16, 8]'
+    core = 'name = "a"\nkind = "attention"\nx = [16, 8]\nw = [0, 2, 1, 3, 4]\ny = [4, 8]'
+    path = tmp_path / "m.toml"
+    body = "".join(f"\n[[layer]]\n{layer}\n" for layer in (norm, core))
+    path.write_text(f'[model]\nname = "m"\ndataset_samples = 100\n{body}')
+    arrays = to_arrays(load_model(path))
+    assert kernels.network.forward_flops(arrays.kind, arrays.x, arrays.w, arrays.y)[1] == 640
+    path.write_text(path.read_text().replace("w = [0, 2, 1, 3, 4]", "w = [0, 2, 1, 5, 4]"))
+    with pytest.raises(InputError, match="key/value heads dividing"):
+        load_model(path)
