@@ -32,7 +32,7 @@ from kernels.transformer import CORE, EXPERT, StageMisc
 
 _LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
 #: The grouped expert GEMMs' kind, whose time moe_imbalance stretches (docs/model.md §17).
-_EXPERTS_MASK = np.array([k == "experts" for k in KINDS], dtype=np.float64)
+_EXPERTS = KINDS.index("experts")
 #: The kinds whose FLOPs are GEMMs timed by shape when ``gpu_sms > 0`` (docs/model.md §16).
 _GEMM_KINDS_MASK = np.array([k.by_shape for k in kinds.TABLE], dtype=np.float64)
 #: The kinds that run at the FP8 peak with precision fp8 (docs/model.md §16).
@@ -348,11 +348,14 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, own: Own):
     # the masks in the kernel's own precision (a float32 sweep runs with x64 on)
     linear_mask, gemm = (jnp.asarray(m, fk.dtype) for m in (_LINEAR_MASK, _GEMM_KINDS_MASK))
     fk = fk / (1.0 + (speedup - 1.0) * linear_mask)
-    fk = fk * (1.0 + (machine.moe_imbalance - 1.0) * jnp.asarray(_EXPERTS_MASK, fk.dtype))
     # the per-kind sums in a computation of their own, as the data and pipeline strategies take
     # them: fused with the lines above, the compiler orders the sum over kinds differently (a
     # last bit apart from the strategies it coincides with)
     plain = terms.sample_s(net, machine, *jax.lax.optimization_barrier((values[h], fk, tk)))
+    # the busiest expert's extra tokens, on the expert GEMMs' time by FLOPs (after the sum over
+    # kinds: a factor inside it would reorder that sum)
+    rate_experts = machine.gpu_flops * machine.efficiency * machine.kind_efficiency[_EXPERTS]
+    plain = plain + (machine.moe_imbalance - 1.0) * fk[_EXPERTS] / rate_experts
     rest = terms.roofline_s(machine, fk * (1.0 - gemm), tk * (1.0 - gemm))
     shape = table.gemm_shape
     kind_eff = jnp.where(

@@ -21,13 +21,13 @@ up, one GEMM as in the dense FFN.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sweep.errors import InputError
 from sweep.inputs.layers import Layer
 
-if TYPE_CHECKING:
-    from sweep.inputs.blocks import Block
+#: A :class:`sweep.inputs.blocks.Block` (that module imports this one, so not by name).
+Block = Any
 
 #: Weight matrices of an FFN per kind: GeLU's up and down, SwiGLU's gate, up and down.
 MATRICES = {"gelu": 2, "swiglu": 3}
