@@ -252,7 +252,7 @@ def models() -> None:
     from sweep.inputs.transformers import GPT3, load_gpt
 
     click.echo(
-        f"{'name':<15} {'dataset':<11} {'samples':>13} {'layers':>6} {'weights':>15} {'GFLOP/sample':>12}  measured"
+        f"{'name':<15} {'dataset':<12} {'samples':>13} {'layers':>6} {'weights':>15} {'GFLOP/sample':>12}  measured"
     )
     from sweep.inputs.presets import PRESETS, load_preset
 
@@ -265,7 +265,7 @@ def models() -> None:
         info = model.describe()
         measured = ", ".join(f"{k} {v * 1e3:.6g} ms" for k, v in model.measured_s.items()) or "-"
         click.echo(
-            f"{name:<15} {model.dataset:<11} {model.dataset_samples:>13,} {info['layers']:>6} "
+            f"{name:<15} {model.dataset:<12} {model.dataset_samples:>13,} {info['layers']:>6} "
             f"{info['weights']:>15,} {gflop:>12.2f}  {measured}"
         )
 
