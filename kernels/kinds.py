@@ -117,14 +117,14 @@ def _attention(x: Dims, w: Dims, y: Dims) -> str | None:
     three = f"needs x = [3h, s...] for y = [h, s...] (queries, keys, values), x[0] = {3 * y[0]}"
     if tuple(x[1:]) != tuple(y[1:]):
         return three
-    if len(w) not in (3, 5) or w[0] != 0 or w[1] < 1 or y[0] % w[1] or any(k < 1 for k in w[2:]):
+    if not 3 <= len(w) <= 5 or w[0] != 0 or w[1] < 1 or y[0] % w[1] or any(k < 1 for k in w[3:]):
         return (
-            f"needs w = [0, heads, 1] or [0, heads, 1, d_qk, window] (each >= 1) with heads "
+            f"needs w = [0, heads, 1...] or [0, heads, 1, d_qk, window] (each >= 1) with heads "
             f"dividing y[0] = {y[0]}"
         )
     if len(w) == 5 and w[2] != 1:
         return "needs w[2] = 1 (w = [0, heads, 1, d_qk, window])"
-    qk = w[3] if len(w) == 5 else 1
+    qk = w[3] if len(w) > 3 else 1
     if kv_heads(x[0], w[1], y[0], qk) is None:
         return (
             f"{three}, or [a d_qk + g (d_qk + d_v), s...] for g key/value heads dividing the "

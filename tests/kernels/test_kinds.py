@@ -97,7 +97,7 @@ def test_forward_flops_by_rule():
         ((16, 8), (0, 2, 1, 3, 1), (4, 8), None),
         ((16, 8), (0, 2, 1, 3, 4), (4, 8), None),  # a window of 4 keys
         ((15, 8), (0, 2, 1, 3, 1), (4, 8), "key/value heads dividing"),
-        ((16, 8), (0, 2, 1, 3), (4, 8), "[0, heads, 1, d_qk, window]"),
+        ((16, 8), (0, 2, 1, 3, 4, 1), (4, 8), "[0, heads, 1, d_qk, window]"),
         ((16, 8), (0, 2, 2, 3, 1), (4, 8), "w[2] = 1"),
         ((16, 8), (0, 2, 1, 0, 1), (4, 8), "each >= 1"),
         # a window on multi-head attention: d_qk 1 (d_v), W = 4
