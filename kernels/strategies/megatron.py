@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import collectives, kinds, terms
+from kernels import collectives, kinds, lowp, terms
 from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
@@ -182,6 +182,7 @@ def _compute(net: Net, machine: Machine, st: _Stage, own: Own, s, dp, its):
         pp == 1, one_stage, jnp.where(vp > 1, net.dataset_samples * st.slots / s * stage_s / dp, stages)
     )
     comp = comp + its * terms.update_s(machine, st.w_stage)
+    comp = comp + its * lowp.cast_s(machine, own.precision, st.w_stage)  # weights to FP8 (§17)
     # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
     misc, z = st.misc, st.z
     traffic = _value(jnp.stack([misc.traffic_total, misc.traffic_split]), z, tp, sp)
@@ -334,7 +335,10 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, tp, sp, precision)
     )
     rate = machine.gpu_flops * machine.efficiency * kind_eff * jnp.where(shape[:, 0] == CORE, 1.0, speedup)
     by_shape = jnp.sum(largest(table.gemm_flops) / rate * gemm_mod.slowdown(machine, shape, micro, tp, rate))
-    return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
+    # the low-precision operands' casts, memory-bound passes of their own (docs/model.md §17)
+    return jnp.where(
+        (machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain
+    ) + lowp.activation_cast_s(machine, precision, tk)
 
 
 def _low_precision_speedup(machine: Machine, precision):
