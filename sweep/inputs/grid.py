@@ -382,7 +382,7 @@ def plan(spec: SweepSpec) -> Plan:
             try:
                 samples_of(model, float(spec.axes["tokens"].min()))
             except InputError as err:
-                raise InputError(str(err), where(spec.path, key="axes.tokens"), param="tokens") from None
+                raise InputError(str(err), where(spec.path, key="axes.tokens")) from None
         for profile in machines.values():
             bound = Bound.of(model, profile)
             for strategy in spec.strategies:
