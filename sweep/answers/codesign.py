@@ -7,14 +7,17 @@ fixed GPU count p (samples per replica ``b`` or a fixed global batch ``B``,
 group sizes ``p2``, micro-batches ``S``), the predicate is
 
 * ``target``: the best feasible ``metric`` over every configuration of every
-  strategy satisfies ``metric <= X`` (or ``<``, ``>=``, ``>``);
+  strategy satisfies ``metric <= X`` (or ``<``, ``>=``, ``>``): the best is the least
+  for ``<=`` and ``<``, the greatest for ``>=`` and ``>`` (``mfu >= 0.4``); ``feasible``
+  holds where some configuration is (:mod:`sweep.answers.targets`);
 * ``beats``: the best feasible ``metric`` of the strategies is strictly below
   that of a rival strategy (a strategy with no feasible configuration never
   wins; one against a rival with none always does);
 
 both when both are given. It is evaluated by the same kernels as ``sweep
 run`` (:class:`sweep.engine.evaluate.Evaluator`, float64) on a dense grid of the
-parameter (4096 log-spaced values by default), one ``jit(vmap(vmap))``
+parameter (4096 log-spaced values by default; a whole-number parameter such as
+``gpus_per_node``: every whole number of its range, no bisection), one ``jit(vmap(vmap))``
 over configurations x values; every change of the predicate between two
 neighbouring grid values is then refined by a vectorized bisection on the
 device (``lax.fori_loop``, all crossings at once, in log space) to float64
