@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import collectives, kinds, terms
+from kernels import collectives, kinds, lowp, terms
 from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
@@ -194,6 +194,8 @@ def _compute(net: Net, machine: Machine, st: _Stage, own: Own, s, dp, its):
         pp == 1, one_stage, jnp.where(vp > 1, net.dataset_samples * st.slots / s * stage_s / dp, stages)
     )
     comp = comp + its * terms.update_s(machine, st.w_stage + st.w_expert)
+    # the weights to FP8 once an iteration, the rank's experts' too (docs/model.md §19)
+    comp = comp + its * lowp.cast_s(machine, own.precision, st.w_stage + st.w_expert)
     # the memory-bound kernels' activation traffic, at the memory bandwidth, with the bubble
     misc, z = st.misc, st.z
     traffic = _value(jnp.stack([misc.traffic_total, misc.traffic_split]), z, tp, sp)
@@ -368,7 +370,10 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, own: Own):
         gemm_mod.slowdown(machine, shape, micro, tp, rate),
     )
     by_shape = jnp.sum(largest(table.gemm_flops) / rate * slow)
-    return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
+    # the low-precision operands' casts, memory-bound passes of their own (docs/model.md §19)
+    return jnp.where(
+        (machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain
+    ) + lowp.activation_cast_s(machine, precision, tk)
 
 
 def _low_precision_speedup(machine: Machine, precision):

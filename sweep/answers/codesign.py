@@ -7,14 +7,17 @@ fixed GPU count p (samples per replica ``b`` or a fixed global batch ``B``,
 group sizes ``p2``, micro-batches ``S``), the predicate is
 
 * ``target``: the best feasible ``metric`` over every configuration of every
-  strategy satisfies ``metric <= X`` (or ``<``, ``>=``, ``>``);
+  strategy satisfies ``metric <= X`` (or ``<``, ``>=``, ``>``): the best is the least
+  for ``<=`` and ``<``, the greatest for ``>=`` and ``>`` (``mfu >= 0.4``); ``feasible``
+  holds where some configuration is (:mod:`sweep.answers.targets`);
 * ``beats``: the best feasible ``metric`` of the strategies is strictly below
   that of a rival strategy (a strategy with no feasible configuration never
   wins; one against a rival with none always does);
 
 both when both are given. It is evaluated by the same kernels as ``sweep
 run`` (:class:`sweep.engine.evaluate.Evaluator`, float64) on a dense grid of the
-parameter (4096 log-spaced values by default), one ``jit(vmap(vmap))``
+parameter (4096 log-spaced values by default; a whole-number parameter such as
+``gpus_per_node``: every whole number of its range, no bisection), one ``jit(vmap(vmap))``
 over configurations x values; every change of the predicate between two
 neighbouring grid values is then refined by a vectorized bisection on the
 device (``lax.fori_loop``, all crossings at once, in log space) to float64
@@ -33,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,9 +46,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels.names import BATCH, PARAMS
+from kernels.params import WHOLE
 from kernels.strategies import registry
 from sweep.answers.splits import Candidates, candidates, check_lists, codes, refuse_unanswerable, row_config
 from sweep.answers.splits import configurations as configurations  # re-exported: codesign's rows
+from sweep.answers.targets import KNOWN as _KNOWN
+from sweep.answers.targets import MAX_GRID as MAX_GRID  # re-exported
+from sweep.answers.targets import TARGET_OPS, Target, parse_target  # re-exported: the targets' home
+from sweep.answers.targets import default_range as _default_range
+from sweep.answers.targets import whole_range as _whole_range
 from sweep.engine import backend, evaluate
 from sweep.engine.evaluate import RESULT_COLUMNS, Evaluator, Inputs, row_dict
 from sweep.errors import InputError
@@ -63,43 +71,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from sweep.inputs.layers import Model
     from sweep.inputs.machines import MachineProfile
 
-#: Parameters an inverse question cannot ask about, and why: every one that is not continuous
-#: (its record, :data:`kernels.names.PARAMS`): a whole number, a switch or a choice has no value
-#: between two of its values for the bisection to find; a sweep over its values compares them.
+#: Parameters that are not continuous (their records, :data:`kernels.names.PARAMS`), and why.
 NOT_CONTINUOUS: dict[str, str] = {n: p.fixed_why for n, p in PARAMS.items() if not p.varied}
+#: Parameters an inverse question cannot ask about, and why: a switch or a choice has no order
+#: for a threshold; a sweep over its values compares them. A whole number (``gpus_per_node``)
+#: is asked about on every whole number of its range, without bisection.
+REFUSED: dict[str, str] = {n: why for n, why in NOT_CONTINUOUS.items() if PARAMS[n].kind != WHOLE}
 GRID = 4096
-#: The largest dense grid: a grid point holds every configuration's columns (2.6 GB at 1e8).
-MAX_GRID = 1 << 20
 BISECT_STEPS = 64
-TARGET_OPS = ("<=", "<", ">=", ">")
-_KNOWN = ", ".join(RESULT_COLUMNS)  # the columns a target or a metric may name
-
-
-@dataclass(frozen=True)
-class Target:
-    """``metric OP value``, e.g. ``t_epoch_s <= 10``."""
-
-    metric: str
-    op: str
-    value: float
-
-    def text(self) -> str:
-        return f"{self.metric} {self.op} {self.value:g}"
-
-
-def parse_target(text: str) -> Target:
-    """``COL <= X`` (also ``<``, ``>=``, ``>``) over a result column (docs/output-format.md#columns)."""
-    m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|<|>)\s*([-+0-9.eE_]+)\s*", text or "")
-    if m is None:
-        raise InputError(f"target must look like 't_epoch_s <= 10', got '{text}'", param="target")
-    metric, op, raw = m.groups()
-    if metric not in RESULT_COLUMNS:
-        raise InputError(f"target: unknown metric '{metric}' (known: {_KNOWN})", param="target")
-    try:
-        value = float(raw.replace("_", ""))
-    except ValueError:
-        raise InputError(f"target: '{raw}' is not a number", param="target") from None
-    return Target(metric, op, value)
 
 
 @dataclass(frozen=True)
@@ -128,7 +107,9 @@ class Question:
         what = []
         if self.beats:
             what.append(f"{' or '.join(self.strategies)} beats {self.beats} on {self.metric}")
-        if self.target:
+        if self.target and self.target.is_feasible:
+            what.append(f"a configuration of {', '.join(self.strategies)} is feasible")
+        elif self.target:
             what.append(f"best {self.target.text()} over {', '.join(self.strategies)}")
         batch = f"B in {_list(self.B)}" if self.B else f"b in {_list(self.b or ())}"
         if self.micro_batch:
@@ -207,30 +188,18 @@ class Answer:
 
 
 def check_param(name: str) -> str:
-    """A machine parameter an inverse question can vary continuously: its record's kind is
-    continuous. A whole number, a switch or a choice is refused, saying which it is."""
-    if name in NOT_CONTINUOUS:
+    """A machine parameter an inverse question can vary: its record's kind is continuous or a
+    whole number. A switch or a choice is refused, saying which it is."""
+    if name in REFUSED:
         raise InputError(
-            f"param {name} is {NOT_CONTINUOUS[name]}: co-design varies a continuous parameter over a "
-            f"range; compare its values with 'sweep run' (an axis {name})",
+            f"param {name} is {REFUSED[name]}: co-design varies a number over a range; compare its "
+            f"values with 'sweep run' (an axis {name})",
             param="param",
         )
     if name not in PARAMS:
-        known = ", ".join(k for k in PARAMS if k not in NOT_CONTINUOUS)
+        known = ", ".join(k for k in PARAMS if k not in REFUSED)
         raise InputError(f"param: unknown machine parameter '{name}' (known: {known})", param="param")
     return name
-
-
-def _default_range(bound: Bound, param: str) -> tuple[float, float]:
-    """The machine's value / 64 to x 64; a fraction (bounded above: efficiency, efficiency_<kind>)
-    0.01 to its bound; 0 to 1 where the value is 0."""
-    base = float(bound.profile.value(param))
-    high = PARAMS[param].high
-    if math.isfinite(high):
-        return 0.01, high
-    if base <= 0:
-        return 0.0, 1.0
-    return base / 64, base * 64
 
 
 @dataclass(frozen=True)
@@ -241,6 +210,7 @@ class _Shape:
     beats: str | None
     metric: str
     target_metric: str | None  # the target's operator and value are arguments
+    target_max: bool  # the target's best configuration is its greatest metric (mfu >= 0.4)
     names: tuple[str, ...]  # the parameter, then fixed overrides
     log: bool
     overheads: Overheads = ()  # the profile's calibrated overheads, hashable
@@ -268,23 +238,25 @@ def _programs(shape: _Shape):
     only is done once per configuration: JAX batches an operation only over the axes it reads).
     """
 
-    def grid(strategy, inputs, cfgs, valid, thetas, column):
+    def grid(strategy, inputs, cfgs, valid, thetas, column, sign):
         f = shape.evaluator(strategy).bind(inputs)
 
         def one(cfg, theta):
             cost, der = f(row_config(strategy, cfg), (theta,))
-            return jnp.where(cost.limit == 0, evaluate.column(cost, der, column), jnp.inf)
+            return jnp.where(cost.limit == 0, sign * evaluate.column(cost, der, column), jnp.inf)
 
         vals = jax.vmap(jax.vmap(one, (None, 0)), (0, None))(cfgs, thetas)
         return jnp.where(valid[:, None], vals, jnp.inf)
 
-    def best_of(strategies, inputs, cfgs, valid, thetas, column):
+    def best_of(strategies, inputs, cfgs, valid, thetas, column, sign=1.0):
+        """The least ``sign * column`` of the feasible configurations, times ``sign``: with
+        ``sign = -1`` the greatest ``column`` (-inf where none is feasible)."""
         out = jnp.full(thetas.shape, jnp.inf)
         for s in strategies:
             i = shape.all.index(s)
             if cfgs[i].shape[0]:
-                out = jnp.minimum(out, grid(s, inputs, cfgs[i], valid[i], thetas, column).min(axis=0))
-        return out
+                out = jnp.minimum(out, grid(s, inputs, cfgs[i], valid[i], thetas, column, sign).min(axis=0))
+        return sign * out
 
     def pred(inputs, target, cfgs, valid, thetas):
         ok = jnp.ones(thetas.shape, bool)
@@ -293,7 +265,8 @@ def _programs(shape: _Shape):
             rival = best_of((shape.beats,), inputs, cfgs, valid, thetas, shape.metric)
             ok &= jnp.isfinite(mine) & (mine < rival)
         if shape.target_metric is not None:
-            best = best_of(shape.strategies, inputs, cfgs, valid, thetas, shape.target_metric)
+            sign = -1.0 if shape.target_max else 1.0
+            best = best_of(shape.strategies, inputs, cfgs, valid, thetas, shape.target_metric, sign)
             op, value = target  # op: index into TARGET_OPS
             hit = jnp.select(
                 [op == 0, op == 1, op == 2], [best <= value, best < value, best >= value], best > value
@@ -327,6 +300,7 @@ class _Problem:
             q.beats,
             q.metric,
             q.target.metric if q.target else None,
+            bool(q.target and q.target.maximises),
             (q.param, *fixed),
             log,
             frozen_overheads(bound.profile),
@@ -374,7 +348,8 @@ def _solve(bound: Bound, q: Question) -> Answer:
         raise InputError(f"p must be >= 1, got {q.p}", param="p")
     if not q.b and not q.B:
         raise InputError("give samples per replica (b) or a global batch (B)", param=("b", "B"))
-    if not 2 <= q.grid <= MAX_GRID:
+    whole = PARAMS[q.param].kind == WHOLE
+    if not 2 <= q.grid <= MAX_GRID and not whole:
         raise InputError(f"grid must be in 2..{MAX_GRID:,}, got {q.grid:,}", param="grid")
     d_lo, d_hi = _default_range(bound, q.param)
     lo, hi = (d_lo if q.lo is None else q.lo), (d_hi if q.hi is None else q.hi)
@@ -382,13 +357,18 @@ def _solve(bound: Bound, q: Question) -> Answer:
         raise InputError(f"range must satisfy 0 <= LO < HI, got {lo:g}:{hi:g}", param="range")
     if hi > PARAMS[q.param].high:
         raise InputError(f"range: {q.param} is at most {PARAMS[q.param].high:g}, got {hi:g}", param="range")
+    if whole:
+        lo, hi = _whole_range(q.param, lo, hi)
     log = lo > 0
     prob = _Problem(bound, q, log)
     cand = _candidates(bound, q, prob.all)
     cfgs = tuple(jnp.asarray(c.rows) for c in cand)
     valid = tuple(jnp.asarray(c.valid) for c in cand)
-    thetas = np.geomspace(lo, hi, q.grid) if log else np.linspace(lo, hi, q.grid)
-    thetas[0], thetas[-1] = lo, hi
+    if whole:  # every whole number of the range: the crossings are exact, no bisection
+        thetas = np.arange(lo, hi + 1.0)
+    else:
+        thetas = np.geomspace(lo, hi, q.grid) if log else np.linspace(lo, hi, q.grid)
+        thetas[0], thetas[-1] = lo, hi
     holds = np.asarray(prob.pred(cfgs, valid, jnp.asarray(thetas)))
     change = np.flatnonzero(holds[1:] != holds[:-1])
     crossings: list[float] = []
@@ -400,8 +380,11 @@ def _solve(bound: Bound, q: Question) -> Answer:
         b_hi = np.full(pad, thetas[1])
         at_lo = np.zeros(pad, bool)
         b_lo[:m], b_hi[:m], at_lo[:m] = thetas[change], thetas[change + 1], holds[change]
-        r_lo, r_hi = prob.bisect(cfgs, valid, jnp.asarray(b_lo), jnp.asarray(b_hi), jnp.asarray(at_lo))
-        r_lo, r_hi = np.asarray(r_lo)[:m], np.asarray(r_hi)[:m]
+        if whole:  # neighbouring whole numbers: the last that fails and the first that holds, or back
+            r_lo, r_hi = b_lo[:m], b_hi[:m]
+        else:
+            r_lo, r_hi = prob.bisect(cfgs, valid, jnp.asarray(b_lo), jnp.asarray(b_hi), jnp.asarray(at_lo))
+            r_lo, r_hi = np.asarray(r_lo)[:m], np.asarray(r_hi)[:m]
         for i in range(m):
             # rising: the smallest value found that holds is r_hi; falling: the largest is r_lo
             rising = not holds[change[i]]
@@ -456,12 +439,13 @@ def _best_rows(
     """The best feasible configuration of each strategy at ``theta`` (all columns), fastest first;
     a strategy's own axes and its micro-batch size are columns too."""
     metric = q.target.metric if q.target and not q.beats else q.metric
+    sign = -1.0 if q.target and not q.beats and q.target.maximises else 1.0  # the best is the greatest
     out = []
     overrides = {**bound.profile.overrides, q.param: theta}
     for s, c in zip(prob.all, cand, strict=True):
         cost, der = prob.rows(s, jnp.asarray(c.rows), jnp.asarray(theta, jnp.float64))
         value = np.asarray(evaluate.column(cost, der, metric), dtype=np.float64)
-        value = np.where((np.asarray(cost.limit) == 0) & c.valid, value, np.inf)
+        value = np.where((np.asarray(cost.limit) == 0) & c.valid, sign * value, np.inf)
         i = int(np.argmin(value))
         pick_cost, pick_der = jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], (cost, der))
         if not c.valid[i]:  # the global batch does not split over this configuration
@@ -472,7 +456,7 @@ def _best_rows(
         for axis in entry.own:
             row[axis.name] = axis.label(c.rows[i][c.columns.index(axis.name)])
         out.append(row)
-    out.sort(key=lambda r: (not r["feasible"], r[metric]))
+    out.sort(key=lambda r: (not r["feasible"], sign * r[metric]))
     return out
 
 

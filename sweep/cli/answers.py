@@ -191,10 +191,19 @@ def best(source, per, by, rank, where, out, columns, limit) -> None:
 @click.option("--model", "model_spec", required=True, help="Built-in name, or a .toml/.net/.net_sc path.")
 @click.option("--lc", type=click.Path(dir_okay=False), help="ParaDL .lc file for a .net model.")
 @click.option("--machine", "machine_spec", required=True, help="Built-in name or a .toml path.")
-@click.option("--param", required=True, help="Machine parameter to solve for, e.g. inter_bandwidth_Bps.")
+@click.option(
+    "--param",
+    required=True,
+    help="Machine parameter to solve for, e.g. inter_bandwidth_Bps; a whole number (gpus_per_node) on its whole numbers.",
+)
 @click.option("--strategy", "strategies", multiple=True, required=True, help="Strategy (repeat, or S,S).")
 @click.option("--beats", metavar="STRATEGY", help="Predicate: the strategies beat this one.")
-@click.option("--target", metavar="EXPR", help="Predicate: e.g. 't_epoch_s <= 10' for the best strategy.")
+@click.option(
+    "--target",
+    metavar="EXPR",
+    help="Predicate on the best configuration: e.g. 't_epoch_s <= 10', 'mfu >= 0.4' (the greatest), "
+    "or 'feasible' (one fits).",
+)
 @click.option("--metric", default="t_epoch_s", show_default=True, help="Column compared by --beats.")
 @click.option("--p", "p_text", required=True, metavar="N[,N]", help="GPU count(s); one answer each.")
 @click.option("--b", "b_text", metavar="LIST", help="Samples per replica to choose from, e.g. 16,32,64.")

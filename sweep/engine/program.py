@@ -109,9 +109,9 @@ compact_indices_jit = jax.jit(compact_indices, static_argnums=(1, 2))
 def _configuration_fn(job: Job, dtype) -> Callable:
     """``one(net, machine, at) -> (floats, ints, limit, fits)``: every column of one
     configuration of ``job``; ``at`` maps each axis to (value, digit)."""
-    machine_axes = job.machine_axes
-    fixed = job.bound.profile.override_values(dtype, skip=machine_axes)
-    ev = Evaluator(job.strategy, machine_axes, tuple(fixed), frozen_overheads(job.bound.profile))
+    machine_axes, params = job.machine_axes, job.param_axes
+    fixed = job.bound.profile.override_values(dtype, skip=params)
+    ev = Evaluator(job.strategy, params, tuple(fixed), frozen_overheads(job.bound.profile))
     hybrid = uses(job.strategy, "p2")
     # the request's axes: the job's shared axes and batch as users set it (a micro-batch where
     # the strategy has micro-batches)
@@ -119,7 +119,9 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     given = [k for k in names if k in job.axes and (k != "micro_batch" or uses(job.strategy, k))]
 
     def one(net, machine, at):
-        swept = tuple(at[k][0].astype(dtype) for k in machine_axes)
+        swept = tuple(at[k][0].astype(dtype) for k in params)
+        if "tokens" in at:  # the training set: its samples (Job.axis_inputs)
+            net = net._replace(dataset_samples=at["tokens"][0].astype(dtype))
         # the profile's overrides and the swept values, applied once
         machine = ev.machine(Inputs(net, machine, tuple(fixed.values())), swept)
         value = {k: at[k][0].astype(dtype) for k in given}
@@ -467,7 +469,7 @@ def device_inputs(job: Job, dtype, devices=None):
     machine = job.bound.profile.pytree(np.float64)
     machine = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype), machine)
     values = tuple(
-        np.asarray(v, np.int32) if name in CONFIG_AXES else np.asarray(v, dtype)
+        np.asarray(v, np.int32) if name in CONFIG_AXES else np.asarray(job.axis_inputs(name), dtype)
         for name, v in job.axes.items()
     )
     inputs = (net, machine, values)

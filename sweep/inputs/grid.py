@@ -6,8 +6,8 @@ its strategy uses (its registry entry's: :func:`sweep.inputs.configs.uses`)
 and its own flat index space. The last axis listed varies fastest; the
 configuration axes come first, in :data:`~sweep.inputs.configs.CONFIG_AXES`
 order (``p`` outermost, then ``b``, ``p2``, ``S``, ``global_batch``,
-``micro_batch``, the strategies' own axes), then machine parameters in the
-order the spec gives them.
+``micro_batch``, the strategies' own axes), then machine parameters and ``tokens`` (the
+model's training set, :data:`MODEL_AXES`) in the order the spec gives them.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sweep.inputs.configs import CONFIG_AXES, PAPER_STRATEGIES, Bound, users, us
 from sweep.inputs.layers import Model
 from sweep.inputs.machines import MachineProfile, check_param, load_machine, warn_implausible
 from sweep.inputs.models import load_model, read_toml
+from sweep.inputs.transformers import samples_of
 
 #: Above this many points a run needs ``--yes``.
 CONFIRM_POINTS = 10**12
@@ -35,6 +36,9 @@ MAX_AXIS = 1 << 22
 MAX_CONFIG_VALUE = 1 << 24
 #: Largest global batch B = b * p1: configuration columns are int32.
 MAX_BATCH = (1 << 31) - 1
+#: Axes of the model rather than the machine or the configuration: ``tokens``, the training
+#: set in tokens (default the model's published one), so ``t_epoch_s`` is the time to train it.
+MODEL_AXES: tuple[str, ...] = ("tokens",)
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,11 @@ def _axis_values(name: str, raw, origin: str) -> np.ndarray:
     _check_length(len(values), origin, key)
     if name in OWN_AXES:
         return _own_values(name, values, origin, key)
+    if name in MODEL_AXES:
+        if not all(_finite(v) and v > 0 for v in values):
+            bad = next(v for v in values if not (_finite(v) and v > 0))
+            raise InputError(f"values must be numbers of tokens > 0, got {bad!r}", where(origin, key=key))
+        return np.asarray(values, np.float64)
     if name in CONFIG_AXES:
         out = []
         for v in values:
@@ -199,8 +208,8 @@ def _parse_axes(doc: dict, strategies: list, origin: str) -> dict[str, np.ndarra
     for name in list(CONFIG_AXES) + [k for k in raw_axes if k not in CONFIG_AXES]:
         if name not in raw_axes:
             continue
-        if name not in CONFIG_AXES and name not in SCALAR_PARAMS:
-            known_axes = ", ".join((*CONFIG_AXES, *SCALAR_PARAMS))
+        if name not in CONFIG_AXES and name not in SCALAR_PARAMS and name not in MODEL_AXES:
+            known_axes = ", ".join((*CONFIG_AXES, *MODEL_AXES, *SCALAR_PARAMS))
             raise InputError(f"unknown axis (known: {known_axes})", where(origin, key=f"axes.{name}"))
         if not any(uses(s, name) for s in strategies):
             raise InputError(
@@ -318,7 +327,22 @@ class Job:
 
     @property
     def machine_axes(self) -> tuple[str, ...]:
+        """The swept axes that are not configuration axes, in spec order: machine parameters and
+        ``tokens`` (:data:`MODEL_AXES`). Each is a float column whose rows carry its digit."""
         return tuple(k for k in self.axes if k not in CONFIG_AXES)
+
+    @property
+    def param_axes(self) -> tuple[str, ...]:
+        """The swept machine parameters: :attr:`machine_axes` without ``tokens``."""
+        return tuple(k for k in self.machine_axes if k not in MODEL_AXES)
+
+    def axis_inputs(self, name: str) -> np.ndarray:
+        """The values of axis ``name`` as the kernels read them: ``tokens`` as the model's samples
+        (:func:`~sweep.inputs.transformers.samples_of`, exact on the host), any other as it is."""
+        values = self.axes[name]
+        if name == "tokens":
+            return np.asarray([samples_of(self.bound.model, t) for t in values], np.float64)
+        return values
 
 
 @dataclass
@@ -354,6 +378,11 @@ def plan(spec: SweepSpec) -> Plan:
     # samples per micro-batch, b / S: a column where a strategy defaults it (data+tensor+pipeline)
     extra += ("micro_batch",) * any(REGISTRY[s].micro_batch is not None for s in spec.strategies)
     for model in models.values():
+        if "tokens" in spec.axes:
+            try:
+                samples_of(model, float(spec.axes["tokens"].min()))
+            except InputError as err:
+                raise InputError(str(err), where(spec.path, key="axes.tokens")) from None
         for profile in machines.values():
             bound = Bound.of(model, profile)
             for strategy in spec.strategies:

@@ -131,22 +131,36 @@ def load_gpt(name: str) -> Model:
     return gpt(name, layers, hidden, heads, seq, vocab)
 
 
-def with_tokens(model: Model, tokens: float) -> Model:
-    """``model`` trained on ``tokens`` tokens instead of its data set: ``round(tokens / s)``
-    samples of ``s`` tokens, ``s`` the positions of its first embedding's input (a GPT's
-    sequence; docs/model.md §12). The run's time (``t_epoch_s``), GPU-hours, energy and cost
-    are then those of training on ``tokens``. A model without an embedding (a CNN) has no
-    tokens: an :class:`InputError` naming ``tokens``."""
+def sequence(model: Model) -> int | None:
+    """Tokens per sample of ``model``: the positions of its first embedding's input (a GPT's
+    sequence ``s``, docs/model.md §12), or None for a model without an embedding (a CNN)."""
     embedding = next((layer for layer in model.layers if layer.kind == "embedding"), None)
     if embedding is None:
+        return None
+    seq = 1
+    for n in embedding.x[1:]:
+        seq *= n
+    return seq
+
+
+def samples_of(model: Model, tokens: float) -> int:
+    """The samples of ``model`` that make ``tokens`` tokens: ``round(tokens / s)`` sequences of
+    ``s`` tokens (:func:`sequence`). A model without an embedding (a CNN) has no tokens, and a
+    budget under half a sequence makes no sample: each an :class:`InputError` naming ``tokens``."""
+    seq = sequence(model)
+    if seq is None:
         raise InputError(
             f"model {model.name} has no embedding, so no tokens: tokens applies to transformer models",
             param="tokens",
         )
-    seq = 1
-    for n in embedding.x[1:]:
-        seq *= n
     samples = round(float(tokens) / seq)
     if samples < 1:
         raise InputError(f"must be at least one sequence of {seq} tokens, got {tokens:g}", param="tokens")
-    return replace(model, dataset_samples=samples)
+    return samples
+
+
+def with_tokens(model: Model, tokens: float) -> Model:
+    """``model`` trained on ``tokens`` tokens instead of its data set: :func:`samples_of` samples.
+    The run's time (``t_epoch_s``), GPU-hours, energy and cost are then those of training on
+    ``tokens``."""
+    return replace(model, dataset_samples=samples_of(model, tokens))

@@ -126,7 +126,7 @@ class _Job:
 
     def bounds(self, columns: dict[str, np.ndarray], level: float) -> tuple[np.ndarray, np.ndarray]:
         if self.rows is None:
-            self.rows = RowIntervals(self.job.bound, self.job.strategy, self.job.machine_axes)
+            self.rows = RowIntervals(self.job.bound, self.job.strategy, self.job.param_axes)
         return self.rows.bounds(columns, columns["t_epoch_s"], level)
 
 

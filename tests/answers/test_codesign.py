@@ -116,7 +116,7 @@ def test_configurations_respect_hybrid_groups_and_global_batch(bound):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"param": "gpus_per_node"}, "integer-valued"),
+        ({"param": "scatter_gather"}, "a switch"),
         ({"param": "allreduce_algo"}, "a choice"),
         ({"param": "nope"}, "unknown machine parameter"),
         ({"target": None}, r"give a target \(.t_epoch_s <= 10.\) or beats"),
@@ -163,8 +163,8 @@ def test_cli_codesign_json_and_text(bound):
     assert "answer:   holds for inter_bandwidth_Bps <=" in text and "p2=4" in text
     bad = runner.invoke(cli, [*args[:-2], "--b", "8", "--B", "8192"])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and len(bad.stderr.splitlines()) == 1
-    bad = runner.invoke(cli, [*args[:6], "gpus_per_node", *args[7:]])
-    assert bad.exit_code == 2 and "integer-valued" in bad.stderr
+    bad = runner.invoke(cli, [*args[:6], "attention", *args[7:]])
+    assert bad.exit_code == 2 and "a choice (standard, flash)" in bad.stderr
 
 
 def test_calibrated_overheads_move_the_threshold_as_estimate_does():

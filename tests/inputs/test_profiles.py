@@ -19,7 +19,7 @@ from kernels.machine import Machine
 from kernels.names import MACHINE_CHOICES, PARAMS, SCALAR_PARAMS
 from kernels.params import CHOICE, CONTINUOUS, SWITCH, WHOLE
 from sweep.answers import sensitivity
-from sweep.answers.codesign import NOT_CONTINUOUS
+from sweep.answers.codesign import NOT_CONTINUOUS, REFUSED
 from sweep.errors import InputError
 from sweep.inputs.configs import Bound
 from sweep.inputs.machines import OPTIONAL_KEYS, builtin_names, check_param, load_machine
@@ -90,21 +90,26 @@ def test_choices_take_a_name_or_its_code():
     [
         ("attention", r"a choice \(standard, flash\)"),
         ("scatter_gather", r"a switch \(0 or 1\)"),
-        ("gpu_sms", "integer-valued"),
+        ("overlap_grad_reduce", r"a switch \(0 or 1\)"),
     ],
 )
-def test_codesign_refuses_a_switch_a_choice_or_a_whole_number(param, kind):
-    """Before, ``attention`` was answered over [0, 1] and ``scatter_gather`` over [1/64, 64]."""
+def test_codesign_refuses_a_switch_or_a_choice(param, kind):
+    """Before, ``attention`` was answered over [0, 1] and ``scatter_gather`` over [1/64, 64]. A
+    whole number (``gpu_sms``, ``gpus_per_node``) is answered on its whole numbers
+    (tests/answers/test_codesign_nvl72.py)."""
     with pytest.raises(InputError) as err:
         sweep.codesign("gpt3-1.3b", "selene", "data+tensor+pipeline", param, p=8, B=8, target="t_iter_s <= 1")
     text = str(err.value)
-    assert "\n" not in text and re.search(rf"^param {param} is {kind}: co-design varies a continuous", text)
+    assert "\n" not in text and re.search(rf"^param {param} is {kind}: co-design varies a number over a range", text)
     assert err.value.param == ("param",)
 
 
 def test_codesign_and_sensitivity_vary_exactly_the_continuous_parameters():
+    """Sensitivity differentiates the continuous parameters only; co-design also answers on a
+    whole number's whole numbers and refuses exactly the switches and choices."""
     fixed = {n for n, p in PARAMS.items() if p.kind != CONTINUOUS}
     assert set(NOT_CONTINUOUS) == fixed == set(sensitivity.SKIPPED)
+    assert set(REFUSED) == {n for n, p in PARAMS.items() if p.kind in (SWITCH, CHOICE)}
     assert set(sensitivity.PARAMS) == set(SCALAR_PARAMS) - fixed
     assert {"attention", "scatter_gather", "overlap_grad_reduce", "gpu_sms"} <= fixed
 
@@ -225,6 +230,8 @@ def model_table() -> str:
     rows = ["| parameter | unit | kind | co-design, sensitivity |", "|---|---|---|---|"]
     for p in PARAMS.values():
         varied = "a range; elasticity" if p.varied else f"refused; skipped ({p.fixed_why})"
+        if p.kind == WHOLE:
+            varied = f"its whole numbers in a range; skipped ({p.fixed_why})"
         rows.append(f"| `{p.name}` | {p.unit} | {p.kind} | {varied} |")
     return "\n".join(rows)
 
