@@ -160,24 +160,22 @@ def stage_partitions(names: np.ndarray, flops: np.ndarray) -> Stages:
 
 
 def placeable(blocks, pp, vp):
-    """Whether Megatron-LM can place ``blocks`` transformer layers on ``pp`` stages of ``vp``
+    """Whether Megatron-Core can place ``blocks`` transformer layers on ``pp`` stages of ``vp``
     model chunks each (docs/model.md §16), for numbers or arrays (numpy or JAX), elementwise.
 
     Every stage needs a block (``pp <= blocks``). Without interleaving (vp = 1) any split can
     be placed: pp dividing the blocks, ``blocks / pp`` each; otherwise with uneven first and last
-    stages (Megatron-LM's ``decoder_first_pipeline_num_layers`` and ``..._last_...``), the
-    middle stages ``ceil(blocks / pp)`` each (DeepSeek-V3's 61 at pp 16: 3, 14 x 4, 2).
-    Interleaved (vp > 1), the ``pp vp`` chunks must be equal: ``pp vp`` divides the blocks, or the
-    blocks plus the embedding, or plus the embedding and the loss, each counted as a layer
-    (``account_for_embedding_in_pipeline_split``, ``..._loss_...``; Llama 3.1 405B's 126 blocks
-    at pp 8, vp 8: 128 / 64 = 2 layers a chunk, 15 blocks and the embedding on the first stage,
-    16 on the middle ones, 15 and the loss on the last). In every case the fullest stage holds
-    ``ceil(blocks / pp)`` blocks, the pp-stage row of :func:`stage_partitions` (min-max of the
-    blocks' FLOPs when pp does not divide them).
+    stages (``decoder_first_pipeline_num_layers`` and ``..._last_...``), the middle stages
+    ``ceil(blocks / pp)`` each (DeepSeek-V3's 61 at pp 16: 3, 14 x 4, 2). Interleaved (vp > 1),
+    Megatron-Core's ``pipeline_model_parallel_layout`` lists each chunk's layers, the embedding and
+    the loss among them, so every chunk needs one of the ``blocks + 2``: ``pp vp <= blocks + 2``.
+    Equal chunks are the default layout (Llama 3.1 405B's 126 blocks at pp 8, vp 8: 128 / 64 = 2
+    layers a chunk, counting the embedding and the loss as layers); uneven ones are how
+    Megatron-Bridge places DeepSeek-V3's 61 blocks on pp 8 x vp 4 = 32 chunks. In every case the
+    fullest stage holds ``ceil(blocks / pp)`` blocks, the pp-stage row of
+    :func:`stage_partitions` (min-max of the blocks' FLOPs when pp does not divide them).
     """
-    chunks = pp * vp
-    even = (blocks % chunks == 0) | ((blocks + 1) % chunks == 0) | ((blocks + 2) % chunks == 0)
-    return (pp >= 1) & (vp >= 1) & (pp <= blocks) & ((vp == 1) | even)
+    return (pp >= 1) & (vp >= 1) & (pp <= blocks) & ((vp == 1) | (pp * vp <= blocks + 2))
 
 
 def fullest_stage_blocks(blocks: int, pp: int) -> int:

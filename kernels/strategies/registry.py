@@ -366,12 +366,12 @@ TENSOR_RULES: tuple[Rule, ...] = (
     Rule(
         "max_p",
         ("vp", "pp"),
-        # Megatron-LM's placement (kernels.partition.placeable): equal chunks of the blocks, or of
-        # the blocks with the embedding, or with the embedding and the loss, counted as layers
+        # Megatron-Core's placement (kernels.partition.placeable): every one of the pp x vp
+        # chunks holds a layer of the blocks, the embedding or the loss
         lambda v: placeable(v["blocks"], v["pp"], v["vp"]) ^ True,  # not placeable (bools or arrays)
         lambda v: (
-            f"pp x vp = {v['pp'] * v['vp']:g} model chunks divide neither the model's {v['blocks']:g} "
-            "blocks nor the blocks with the embedding (and the loss) counted as layers"
+            f"pp x vp = {v['pp'] * v['vp']:g} model chunks are more than the model's {v['blocks']:g} "
+            "blocks with the embedding and the loss"
         ),
     ),
     Rule(

@@ -140,13 +140,13 @@ def test_rows_that_cannot_exist():
     # issue 34, defect 6: stages are whole blocks, so 2 blocks allow pp <= 2 (not one per layer entry)
     assert impossible(s, net, 2, 8, 2, own(pp=2)) is None
     assert impossible(s, net, 3, 9, 3, own(pp=3)) == "pp 3 is more than the model's 2 blocks (max_p)"
-    # interleaving: pp x vp equal chunks of the 2 blocks, or of the blocks with the embedding
-    # (3 layers) or with the embedding and the loss (4 layers), as Megatron-LM places them:
-    # 2 x 2 = 4 chunks place 4 layers; 2 x 3 = 6 chunks divide none of 2, 3, 4; pp must divide S
+    # interleaving: every one of the pp x vp chunks holds a layer of the 2 blocks, the embedding
+    # or the loss (Megatron-Core's pipeline layout): 2 x 2 = 4 chunks place 4 layers; 2 x 3 = 6
+    # chunks are more than the 4
     assert impossible(s, net, 2, 8, 2, own(pp=2, vp=2)) is None
     assert impossible(s, net, 2, 8, 2, own(pp=2, vp=3)) == (
-        "pp x vp = 6 model chunks divide neither the model's 2 blocks nor the blocks with the "
-        "embedding (and the loss) counted as layers (max_p)"
+        "pp x vp = 6 model chunks are more than the model's 2 blocks with the embedding and the "
+        "loss (max_p)"
     )
     # issue 38, defect 7: vp > 1 without pipeline stages is refused (Megatron-LM refuses it)
     assert impossible(s, net, 1, 8, 1, own(pp=1, vp=2)).endswith("(schedule)")

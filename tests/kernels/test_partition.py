@@ -82,10 +82,11 @@ def test_stage_sums_equal_layer_sums(blocks, pp):
 def test_megatron_places_blocks_that_pp_vp_does_not_divide():
     """docs/model.md §16, by hand. Without interleaving any pp up to the blocks is placed (uneven
     first and last stages): DeepSeek-V3's 61 at pp 16 (3 + 14 x 4 + 2), and 126 at pp 8.
-    Interleaved, the pp vp chunks must be equal counting the embedding and the loss as layers:
-    Llama 3.1 405B's 126 at pp 8, vp 8 (128 / 64 = 2 a chunk) and vp 4 (128 / 32 = 4), 127 at
-    pp 8, vp 8 (the embedding alone: 128 / 64); not 126 at pp 4, vp 5 (20 divides none of 126,
-    127, 128), nor 61 at pp 16, vp 2 (32 divides none of 61, 62, 63); pp beyond the blocks never."""
+    Interleaved, Megatron-Core's pipeline layout gives every chunk a layer of the blocks, the
+    embedding or the loss: Llama 3.1 405B's 126 at pp 8, vp 8 (64 <= 128) and vp 4; DeepSeek-V3's
+    61 at pp 8, vp 4 (32 <= 63, Megatron-Bridge's uneven layout) and at pp 16, vp 2 (32 <= 63);
+    126 at pp 4, vp 5 (20 <= 128); not 61 at pp 16, vp 4 (64 > 63), nor 2 blocks at pp 2, vp 3
+    (6 > 4); pp beyond the blocks never."""
     cases = [
         ((61, 16, 1), True),
         ((126, 8, 1), True),
@@ -93,15 +94,19 @@ def test_megatron_places_blocks_that_pp_vp_does_not_divide():
         ((126, 8, 8), True),
         ((126, 8, 4), True),
         ((127, 8, 8), True),
-        ((126, 4, 5), False),
-        ((61, 16, 2), False),
+        ((126, 4, 5), True),
+        ((61, 16, 2), True),
+        ((61, 8, 4), True),
+        ((61, 16, 4), False),
+        ((2, 2, 3), False),
+        ((2, 2, 2), True),
         ((4, 8, 1), False),
     ]
     for (blocks, pp, vp), want in cases:
         assert bool(partition.placeable(blocks, pp, vp)) is want, (blocks, pp, vp)
     # arrays (a sweep's axes) elementwise, as the kernel calls it
-    got = partition.placeable(np.float64(126.0), np.array([8.0, 4.0]), np.array([8.0, 5.0]))
-    assert got.tolist() == [True, False]
+    got = partition.placeable(np.float64(126.0), np.array([8.0, 4.0]), np.array([8.0, 33.0]))
+    assert got.tolist() == [True, False]  # 64 <= 128; 132 > 128
 
 
 def test_the_fullest_stage_holds_ceil_blocks_over_pp():
