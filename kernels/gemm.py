@@ -39,7 +39,7 @@ def gemm_s(machine: Machine, m, n, k, batch, rate):
     return jnp.maximum(compute, memory)
 
 
-def slowdown(machine: Machine, shape, micro, tp, rate):
+def slowdown(machine: Machine, shape, micro, tp, rate, group=1.0, etp=1.0):
     """How much longer a GEMM class's training GEMMs take than their FLOPs at ``rate``
     (docs/model.md §16), for ``micro`` samples per micro-batch over ``tp`` GPUs.
 
@@ -51,12 +51,17 @@ def slowdown(machine: Machine, shape, micro, tp, rate):
     batched products: forward ``QK^T`` (s x d by d x s) and the weighted sum (s x s by s x d),
     backward two of each shape's kind (one ``s x s x d``, three ``s x d x s`` with the weighted
     sum's): 2 of ``(s, s, d)`` and 4 of ``(s, d, s)`` in (m, n, k) of six.
+
+    A grouped expert GEMM (role 3, ``s`` its rows per expert and sample, docs/model.md §17) is a
+    linear one of ``micro s group / tp`` token rows (the tokens the ``group = ep etp`` GPUs route
+    to one expert) by ``C x F / etp``.
     """
     role, c, f, s = (shape[..., i] for i in range(4))
-    tokens = micro * s
+    expert = role == 3
+    tokens = jnp.where(expert, micro * s * group / tp, micro * s)
     col = role == 0
-    k_in = jnp.where(col, c, c / tp)
-    n_out = jnp.where(col, f / tp, f)
+    k_in = jnp.where(col | expert, c, c / tp)
+    n_out = jnp.where(col, f / tp, jnp.where(expert, f / etp, f))
     linear = (
         gemm_s(machine, tokens, n_out, k_in, 1.0, rate)
         + gemm_s(machine, tokens, k_in, n_out, 1.0, rate)

@@ -333,7 +333,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, own: Own):
     ``gpu_sms > 0`` the linear layers and attention cores take their GEMMs' time by shape
     instead (:func:`kernels.gemm.slowdown` of each GEMM class, docs/model.md §16). With sequence
     parallelism every layer's work is split over tp. A mixture of experts' grouped GEMMs take
-    ``moe_imbalance`` times their time, and their own shapes (:func:`kernels.strategies.moe.gemm_slowdown`)."""
+    ``moe_imbalance`` times their time, by their own shapes (:func:`kernels.gemm.slowdown`)."""
     tp, sp, precision = own.tp, own.sp, own.precision
     table = net.transformer
     values = _value(table.flops[mode, row], z, tp, sp)
@@ -362,11 +362,9 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, own: Own):
         shape[:, 0] == CORE, machine.kind_efficiency[_ATTENTION], machine.kind_efficiency[_LINEAR]
     )
     rate = machine.gpu_flops * machine.efficiency * kind_eff * jnp.where(shape[:, 0] == CORE, 1.0, speedup)
-    slow = jnp.where(
-        shape[:, 0] == EXPERT,
-        moe.gemm_slowdown(machine, shape, micro, tp, rate, own),
-        gemm_mod.slowdown(machine, shape, micro, tp, rate),
-    )
+    # a grouped expert GEMM's tokens are its ep etp GPUs', stretched by moe_imbalance (§17)
+    slow = gemm_mod.slowdown(machine, shape, micro, tp, rate, moe.group(own), own.etp)
+    slow = slow * jnp.where(shape[:, 0] == EXPERT, machine.moe_imbalance, 1.0)
     by_shape = jnp.sum(largest(table.gemm_flops) / rate * slow)
     return jnp.where((machine.gpu_sms > 0) & (net.t_measured_s <= 0), rest + by_shape, plain)
 
