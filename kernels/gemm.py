@@ -39,7 +39,7 @@ def gemm_s(machine: Machine, m, n, k, batch, rate):
     return jnp.maximum(compute, memory)
 
 
-def slowdown(machine: Machine, shape, micro, tp, rate):
+def slowdown(machine: Machine, shape, micro, tp, rate, group=1.0, etp=1.0):
     """How much longer a GEMM class's training GEMMs take than their FLOPs at ``rate``
     (docs/model.md §16), for ``micro`` samples per micro-batch over ``tp`` GPUs.
 
@@ -54,13 +54,18 @@ def slowdown(machine: Machine, shape, micro, tp, rate):
     (s, d_v, k); backward the scores' gradient (s, k, d_v), the values' (s, d_v, k), the
     queries' and the keys' (s, d_qk, k) each. With d_qk = d_v = d and k = s: 2 of
     ``(s, s, d)`` and 4 of ``(s, d, s)``.
+
+    A grouped expert GEMM (role 3, ``s`` its rows per expert and sample, docs/model.md §17) is a
+    linear one of ``micro s group / tp`` token rows (the tokens the ``group = ep etp`` GPUs route
+    to one expert) by ``C x F / etp``.
     """
     role, c, f, s = (shape[..., i] for i in range(4))
     qk, keys = (shape[..., 4], shape[..., 5]) if shape.shape[-1] > 4 else (c, s)
-    tokens = micro * s
+    expert = role == 3
+    tokens = jnp.where(expert, micro * s * group / tp, micro * s)
     col = role == 0
-    k_in = jnp.where(col, c, c / tp)
-    n_out = jnp.where(col, f / tp, f)
+    k_in = jnp.where(col | expert, c, c / tp)
+    n_out = jnp.where(col, f / tp, jnp.where(expert, f / etp, f))
     linear = (
         gemm_s(machine, tokens, n_out, k_in, 1.0, rate)
         + gemm_s(machine, tokens, k_in, n_out, 1.0, rate)

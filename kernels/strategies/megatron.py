@@ -85,7 +85,10 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     largest stage, z = dp with ZeRO-1 else 1, k the operations the host issues per
     micro-batch at lambda = op_latency_s each, g the GPU's work of one
     micro-batch; ZeRO-2/3, resharding and HSDP change the gradient reduction, add all-gathers
-    and shard the states (:func:`_sharded`, :func:`_memory`). Where the strategy coincides with data (tp = pp = 1, S = 1, no
+    and shard the states (:func:`_sharded`, :func:`_memory`). A mixture of experts adds its expert
+    weights' states (split over ep x etp), their gradients' reduction over the expert-data-parallel
+    replicas and the token all-to-alls (:mod:`kernels.strategies.moe`, docs/model.md §17). Where
+    the strategy coincides with data (tp = pp = 1, S = 1, no
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
     """
@@ -335,7 +338,7 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, own: Own):
     ``gpu_sms > 0`` the linear layers and attention cores take their GEMMs' time by shape
     instead (:func:`kernels.gemm.slowdown` of each GEMM class, docs/model.md §16). With sequence
     parallelism every layer's work is split over tp. A mixture of experts' grouped GEMMs take
-    ``moe_imbalance`` times their time, and their own shapes (:func:`kernels.strategies.moe.gemm_slowdown`)."""
+    ``moe_imbalance`` times their time, by their own shapes (:func:`kernels.gemm.slowdown`)."""
     tp, sp, precision = own.tp, own.sp, own.precision
     table = net.transformer
     values = _value(table.flops[mode, row], z, tp, sp)
@@ -364,11 +367,9 @@ def _stage_s(net: Net, machine: Machine, mode, row, z, micro, own: Own):
         shape[:, 0] == CORE, machine.kind_efficiency[_ATTENTION], machine.kind_efficiency[_LINEAR]
     )
     rate = machine.gpu_flops * machine.efficiency * kind_eff * jnp.where(shape[:, 0] == CORE, 1.0, speedup)
-    slow = jnp.where(
-        shape[:, 0] == EXPERT,
-        moe.gemm_slowdown(machine, shape, micro, tp, rate, own),
-        gemm_mod.slowdown(machine, shape, micro, tp, rate),
-    )
+    # a grouped expert GEMM's tokens are its ep etp GPUs', stretched by moe_imbalance (§17)
+    slow = gemm_mod.slowdown(machine, shape, micro, tp, rate, moe.group(own), own.etp)
+    slow = slow * jnp.where(shape[:, 0] == EXPERT, machine.moe_imbalance, 1.0)
     by_shape = jnp.sum(largest(table.gemm_flops) / rate * slow)
     # the low-precision operands' casts, memory-bound passes of their own (docs/model.md §19)
     return jnp.where(

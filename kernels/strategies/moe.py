@@ -23,7 +23,6 @@ import jax.numpy as jnp
 
 from kernels import collectives
 from kernels import machine as mach
-from kernels.gemm import gemm_s
 from kernels.machine import Machine
 from kernels.network import Net
 
@@ -76,15 +75,3 @@ def gradient_s(machine: Machine, p, own, msg_bytes):
     full = collectives.allreduce_s(machine.allreduce_algo, n, msg_bytes, *lk)
     scatter = collectives.ring_reduce_scatter_s(n, msg_bytes, *lk)
     return jnp.where(msg_bytes > 0, jnp.where(own.zero >= 2, scatter, full), 0.0)
-
-
-def gemm_slowdown(machine: Machine, shape, micro, tp, rate, own):
-    """The tile and wave slowdown (:func:`kernels.gemm.slowdown`'s) of a grouped expert GEMM
-    class ``(EXPERT, C, F, k s / E)``: per GPU, ``E / ep`` GEMMs of ``micro (k s / E) ep etp / tp``
-    token rows each (the tokens the ep etp GPUs route to one expert), ``C x F / etp`` forward,
-    and the data- and weight-gradient GEMMs backward; times ``moe_imbalance``."""
-    c, f, rows = shape[..., 1], shape[..., 2] / own.etp, shape[..., 3]
-    tokens = micro * rows * group(own) / tp
-    three = gemm_s(machine, tokens, f, c, 1.0, rate) + gemm_s(machine, tokens, c, f, 1.0, rate)
-    three = three + gemm_s(machine, c, f, tokens, 1.0, rate)
-    return machine.moe_imbalance * three / (3.0 * 2.0 * tokens * f * c / rate)

@@ -244,14 +244,16 @@ def breakdown(
     x: str = "p",
     by: str = "t_epoch_s",
 ) -> Path:
-    """Stacked compute/allreduce/allgather/halo/p2p of each strategy's best configuration per ``x``."""
+    """Stacked compute/allreduce/allgather/halo/p2p/alltoall of each strategy's best configuration per ``x``."""
     out = _check_out(out)
     sw = as_sweep(source)
-    missing = [c for c, _, _ in BREAKDOWN if c not in sw.schema.names]
+    # t_alltoall_s is newer than the other terms: a folder written before it has none
+    parts = [t for t in BREAKDOWN if t[0] in sw.schema.names]
+    missing = [c for c, _, _ in BREAKDOWN if c not in sw.schema.names and c != "t_alltoall_s"]
     if missing:
         raise InputError(f"the data lacks column '{missing[0]}' for a time breakdown")
     plt = _pyplot()
-    cols = ["strategy", x, by, *[c for c, _, _ in BREAKDOWN]]
+    cols = ["strategy", x, by, *[c for c, _, _ in parts]]
     table = best(sw, per=["strategy", x], by=by, where=where, columns=list(dict.fromkeys(cols)))
     if table.num_rows == 0:
         raise InputError("no feasible rows to plot (check where)", param="where")
@@ -268,7 +270,7 @@ def breakdown(
         order = np.argsort(xs)
         pos = np.arange(len(xs))
         bottom = np.zeros(len(xs))
-        for col, name, color in BREAKDOWN:
+        for col, name, color in parts:
             h = _column(table, col)[sel][order].astype(float)
             ax.bar(pos, h, bottom=bottom, color=color, label=name, width=0.75)
             bottom += h
@@ -285,7 +287,7 @@ def breakdown(
     fig.suptitle(_title(table, where, "time per epoch by component"), fontsize=10, y=1.0)
     fig.legend(
         handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.9 if nrows == 1 else 0.95),
-        ncol=len(BREAKDOWN), fontsize=8, frameon=False,
+        ncol=len(parts), fontsize=8, frameon=False,
     )  # fmt: skip
     return _save(fig, out)
 

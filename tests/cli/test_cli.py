@@ -44,6 +44,7 @@ SPEC_COLUMNS = (
     "t_allgather_s",
     "t_halo_s",
     "t_p2p_s",
+    "t_alltoall_s",
     "mem_bytes",
     "mem_states_bytes",
     "mem_activations_bytes",
@@ -80,7 +81,7 @@ BUILTIN_MODELS = (
     "llama3.1-8b",
     "llama3.1-70b",
     "llama3.1-405b",
-    # mixtures of experts, latent attention and sliding windows (the same file)
+    # mixtures of experts, latent attention and sliding windows (docs/model.md §17, §18)
     "mixtral-8x7b",
     "mixtral-8x22b",
     "qwen3-30b-a3b",
@@ -180,10 +181,12 @@ def test_estimate_json_has_every_column_and_consistent_totals(runner):
     assert row["t_epoch_s"] == pytest.approx(row["t_comp_s"] + row["t_comm_s"], rel=1e-12)
     assert row["t_iter_s"] == pytest.approx(row["t_epoch_s"] / row["iterations"], rel=1e-12)
     assert row["gpu_hours"] == pytest.approx(row["p"] * row["t_epoch_s"] / 3600, rel=1e-12)
-    parts = row["t_allreduce_s"] + row["t_allgather_s"] + row["t_halo_s"] + row["t_p2p_s"]
+    parts = (
+        row["t_allreduce_s"] + row["t_allgather_s"] + row["t_halo_s"] + row["t_p2p_s"] + row["t_alltoall_s"]
+    )
     assert row["t_comm_s"] == pytest.approx(parts, rel=1e-12)
     # data parallelism communicates by allreduce only
-    assert row["t_allgather_s"] == row["t_halo_s"] == row["t_p2p_s"] == 0
+    assert row["t_allgather_s"] == row["t_halo_s"] == row["t_p2p_s"] == row["t_alltoall_s"] == 0
     assert row["feasible"] is True
     assert row["limit_reason"] is None
     assert row["t_comp_s"] > 0

@@ -10,6 +10,7 @@ import pytest
 
 import kernels
 from kernels import collectives
+from kernels.gemm import slowdown
 from kernels.strategies.registry import entry
 from sweep import api
 from sweep.inputs.blocks import Block, layers
@@ -113,3 +114,13 @@ def test_the_grouped_gemms_take_the_ep_groups_tokens():
     one = TENSOR(net, shaped, cfg(4, 1, 1, ep=1))
     four = TENSOR(net, shaped, cfg(4, 1, 1, ep=4))
     assert float(four.t_comp_s) < float(one.t_comp_s)
+
+
+def test_an_expert_gemm_is_a_linear_one_of_its_groups_tokens():
+    """kernels.gemm.slowdown of a grouped expert GEMM class (3, C, F, k s / E) at tp = 2, ep etp
+    = 8, etp = 2: micro (k s / E) 8 / 2 token rows by C x F / 2, the shape of a column-parallel
+    linear (0, C, F, s') at tp = 2 with s' = (k s / E) x 4."""
+    m = machine(gpu_sms=132.0, gemm_tile_m=128.0, gemm_tile_n=128.0, gpu_mem_bw_Bps=3e12)
+    expert = slowdown(m, np.array([3.0, 4096.0, 3072.0, 256.0]), 2.0, 2.0, 1e15, 8.0, 2.0)
+    linear = slowdown(m, np.array([0.0, 4096.0, 3072.0, 1024.0]), 2.0, 2.0, 1e15)
+    assert float(expert) == pytest.approx(float(linear), rel=1e-12) and float(expert) > 1.0

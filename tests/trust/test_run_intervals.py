@@ -46,11 +46,12 @@ p = [4, 8, 64]
 b = [32, 64]
 inter_bandwidth_Bps = [10e9, 20e9]
 """
-#: The columns this spec wrote before --interval existed (docs/output-format.md#columns).
+#: The columns this spec wrote before --interval existed (docs/output-format.md#columns; t_alltoall_s since
+#: mixtures of experts, docs/model.md §17).
 COLUMNS = [
     "model", "machine", "strategy", "p", "p1", "p2", "b", "global_batch", "S", "iterations",
     "inter_bandwidth_Bps", "t_comp_s", "t_comm_s", "t_epoch_s", "t_iter_s", "t_allreduce_s",
-    "t_allgather_s", "t_halo_s", "t_p2p_s", "mem_bytes", "mem_states_bytes", "mem_activations_bytes",
+    "t_allgather_s", "t_halo_s", "t_p2p_s", "t_alltoall_s", "mem_bytes", "mem_states_bytes", "mem_activations_bytes",
     "gpu_hours", "samples_per_s", "tokens_per_s", "mfu", "params", "active_params", "flops_per_token",
     "energy_kwh", "cost_usd", "feasible", "limit_reason",
 ]  # fmt: skip
