@@ -1,14 +1,16 @@
 """Data+tensor+pipeline parallelism, Megatron style (docs/model.md §16).
 
-p = tp * pp * dp: tensor parallelism over ``tp`` consecutive GPUs, a 1F1B
-pipeline of ``pp`` stages, data parallelism over the ``dp`` replicas; ``b``
-samples per replica per iteration in ``S`` micro-batches of ``b / S``. The
+p = tp * pp * cp * dp: tensor parallelism over ``tp`` consecutive GPUs, a 1F1B
+pipeline of ``pp`` stages, context parallelism over ``cp`` ranks splitting each
+sequence (:mod:`kernels.context`), data parallelism over the ``dp`` replicas;
+``b`` samples per replica per iteration in ``S`` micro-batches of ``b / S``. The
 per-stage quantities come from :mod:`kernels.transformer`'s tables, so an
 evaluation is O(1) in the network's size.
 
-Ranks are ordered tp fastest, then dp, then pp (Megatron's order): a tp group
-is contiguous, a dp group spans ``tp * dp`` consecutive GPUs, and pipeline
-neighbours are ``tp * dp`` GPUs apart.
+Ranks are ordered tp fastest, then cp, then dp, then pp (Megatron-Core's
+``tp-cp-ep-dp-pp``): a tp group is contiguous, the gradient group (dp replicas'
+cp ranks) spans ``tp * cp * dp`` consecutive GPUs, and pipeline neighbours are
+``tp * cp * dp`` GPUs apart.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import collectives, kinds, terms
+from kernels import collectives, context, kinds, terms
 from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
@@ -53,9 +55,9 @@ Own = Any
 
 
 def _split(p, own: Own):
-    """dp = p / (tp pp), at least 1: a row that breaks a rule of the registry (tp pp not
+    """dp = p / (tp pp cp), at least 1: a row that breaks a rule of the registry (tp pp cp not
     dividing p, ...) is infeasible, its terms kept non-negative."""
-    return jnp.maximum(p / (own.tp * own.pp), 1.0)
+    return jnp.maximum(p / (own.tp * own.pp * own.cp), 1.0)
 
 
 def _value(lines, z, tp, sp):
@@ -93,23 +95,29 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     big_b = cfg.b * dp
     its = terms.iterations(net.dataset_samples, big_b)
     st = _stage(net, machine, own, cfg)
-    comp, traffic_s = _compute(net, machine, st, own, s, dp, its)
-    grad, per_micro = _allreduces(machine, st, own, dp)
+    # context parallelism (docs/model.md §17): a rank works on 1/cp of each sample (st.micro is
+    # its share of a micro-batch), and the cp ranks of the dp replicas reduce the gradients
+    grads = context.gradient_group(dp, own.cp)
+    comp, traffic_s = _compute(net, machine, st, own, s, grads, its)
+    grad, per_micro = _allreduces(machine, st, own, grads)
     # ZeRO-2/3 (FSDP): a reduce-scatter (and, HSDP, an all-reduce across groups) instead of the
     # all-reduce, and the gathers of the weights
-    reduce, gather = _sharded(net, machine, st, own, dp, s)
+    reduce, gather = _sharded(net, machine, st, own, grads, s)
     grad = jnp.where(own.zero >= 2, reduce, grad)
     tensor = st.slots * per_micro
     comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro)
-    p2p = _p2p(machine, cfg.p, own, s, dp, its, st.micro * st.delta * st.misc.y_boundary)
-    states, activations = _memory(net, machine, st, own, s, dp)
+    p2p = _p2p(machine, cfg.p, own, s, grads, its, st.micro * st.delta * st.misc.y_boundary)
+    # ring attention's exposed sends, each micro-batch slot, with the pipeline's in t_p2p_s
+    ring = context.ring_s(net, machine, own, st.row, st.z, st.micro, st.delta, st.mode)
+    p2p = p2p + its * st.slots * ring
+    states, activations = _memory(net, machine, st, own, s, grads)
     mem = states + activations
     # the first legality rule of the registry the configuration breaks (heads, divides, ...)
     rule = _ENTRY.limit(registry.values(_ENTRY, net, own._asdict(), machine))
     return Cost(
         p=cfg.p,
         p1=dp,
-        p2=own.tp * own.pp,
+        p2=own.tp * own.pp * own.cp,
         b=cfg.b,
         B=big_b,
         S=s,
@@ -129,7 +137,8 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
 class _Stage(NamedTuple):
     """What every term reads of one configuration's largest stage: the recomputation mode and
     stage-count row of the tables, their scalars, z = 1 - 1/tp, the stage's per-sample time and
-    weights, the schedule's micro-batch slots, one micro-batch's samples, the bytes per element,
+    weights, the schedule's micro-batch slots, a rank's share of one micro-batch's samples
+    (``b / (S cp)``: context parallelism splits each sample), the bytes per element,
     and whether attention is fused (flash)."""
 
     mode: Array
@@ -151,7 +160,8 @@ def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
     row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
     z = 1.0 - 1.0 / tp
-    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, tp, own.sp, own.precision)
+    micro = context.share(cfg.b / s, own.cp)
+    stage_s = _stage_s(net, machine, mode, row, z, micro, tp, own.sp, own.precision)
     # micro-batch slots of the schedule: 1F1B's S + pp - 1; interleaved, the bubble's pp - 1 in
     # slots of 1/vp of a stage (Narayanan et al. SC'21 §2.2)
     slots = jnp.where(vp > 1, s + (pp - 1) / vp, s + pp - 1)
@@ -163,7 +173,7 @@ def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
         stage_s=stage_s,
         w_stage=_at(table.w[row], z),
         slots=slots,
-        micro=cfg.b / s,
+        micro=micro,
         delta=machine.bytes_per_element,
         # a fused (flash) attention never writes the a s^2 scores
         flash=machine.attention == ATTENTIONS["flash"],
@@ -217,8 +227,9 @@ def _host_exposed(machine: Machine, st: _Stage, traffic_s, per_micro):
 
 
 def _shard_group(own: Own, dp):
-    """The ranks ZeRO shards over: every data-parallel replica, or HSDP's groups of ``dp_shard``."""
-    return jnp.where(own.dp_shard > 0, jnp.minimum(own.dp_shard, dp), dp)
+    """The ranks ZeRO shards over: the whole gradient group ``dp`` (every data-parallel
+    replica's cp ranks), or HSDP's groups of ``dp_shard`` replicas' cp ranks each."""
+    return jnp.where(own.dp_shard > 0, jnp.minimum(own.dp_shard * own.cp, dp), dp)
 
 
 def _layers(net: Net, own: Own):
