@@ -74,6 +74,8 @@ class Machine(NamedTuple):
     gpu_power_w: Array = _DEFAULT["gpu_power_w"]
     pue: Array = _DEFAULT["pue"]
     usd_per_gpu_hour: Array = _DEFAULT["usd_per_gpu_hour"]
+    #: memory per GPU beside states and activations (B): library workspaces (docs/model.md §17)
+    mem_workspace_bytes: Array = _DEFAULT["mem_workspace_bytes"]
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

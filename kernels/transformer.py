@@ -94,6 +94,9 @@ class TransformerTable(NamedTuple):
     #: the first stage's line of ``act`` (total, split), which holds the most micro-batches in
     #: flight under 1F1B (docs/model.md §16)
     act_first: Array  # [3, P+1, 2]
+    #: the logits per sample: the last layer's output elements when it is a linear (the output
+    #: layer the loss reads, vocabulary-parallel over tp), else 0 (docs/model.md §17)
+    logits: Array = 0.0
 
 
 #: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16,
@@ -513,7 +516,9 @@ def transformer_table(
         c, m, t, h = (_stage_sums(r, u, stages, pp) for r, u in zip(layer, units, strict=True))
         _add_lines(lines, c, m)
         _fill_misc(misc, pp, t, h, _boundary(y_elems, stages, pp), work)
-    return _envelopes(lines, misc, np.float64(kv_groups(names, x, w, y)), shapes)
+    table = _envelopes(lines, misc, np.float64(kv_groups(names, x, w, y)), shapes)
+    last_linear = len(names) > 0 and names[-1] == "linear"
+    return table._replace(logits=np.float64(np.prod(y[-1]) if last_linear else 0.0))
 
 
 def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> int:

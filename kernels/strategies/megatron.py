@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import collectives, context, kinds, terms
+from kernels import collectives, context, footprint, kinds, terms
 from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
@@ -111,7 +111,8 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     ring = context.ring_s(net, machine, own, st.row, st.z, st.micro, st.delta, st.mode)
     p2p = p2p + its * st.slots * ring
     states, activations = _memory(net, machine, st, own, s, grads)
-    mem = states + activations
+    # beside them, the libraries' workspace (docs/model.md §17)
+    mem = states + activations + footprint.workspace_bytes(machine)
     # the first legality rule of the registry the configuration breaks (heads, divides, ...)
     rule = _ENTRY.limit(registry.values(_ENTRY, net, own._asdict(), machine))
     return Cost(
@@ -287,7 +288,9 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     act_mode = jnp.where(st.flash & (st.mode == 0), 1, st.mode)
     act = jnp.max(_value(table.act[act_mode, st.row], z, tp, sp), axis=-1)
     first = _value(table.act_first[act_mode, st.row], z, tp, sp)
-    work = _value(jnp.stack([st.misc.work_total, st.misc.work_split]), z, tp, sp)
+    # full recomputation's block at work; a fused attention writes no scores in it (§17)
+    scores = jnp.where(st.flash & (st.mode == 2), footprint.block_scores(net), 0.0)
+    work = _value(jnp.stack([st.misc.work_total - scores, st.misc.work_split - scores]), z, tp, sp)
     n = _shard_group(own, dp)
     shards = jnp.where(own.zero > 0, n, 1.0)
     # micro-batches in flight on the first stage; interleaved, (1 + (pp - 1)/(pp vp)) times more
@@ -303,7 +306,9 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     )
     # the rank that holds the most: the first stage's micro-batches in flight, or the largest
     # stage's one (a last stage with the logits); with one stage both are the stage's
-    activations = delta * st.micro * (jnp.maximum(flight * first, act) + work)
+    # the last stage also keeps one micro-batch's log-probabilities for the loss (FP32, §17)
+    logits = footprint.logits_bytes(net, tp) / delta
+    activations = delta * st.micro * (jnp.maximum(flight * first, act + logits) + work)
     # ZeRO-3's gathered blocks: resharding, the block computing and the one prefetched, plus one
     # block's unsharded gradients; without, the stage's weights stay gathered from the forward
     # to the backward (and one block's gradients)
