@@ -23,6 +23,21 @@ from kernels.transformer import CORE
 LOGIT_BYTES = 10.0
 
 
+#: Bytes per weight of the gradients FSDP accumulates unsharded over a pipeline's micro-batches:
+#: FP32, its reduce dtype (FSDP2 accumulates in the reduce dtype while gradient sync is off;
+#: torchtitan reduces in FP32).
+GRAD_ACCUM_BYTES = 4.0
+
+
+def pipelined_fsdp_bytes(w_stage, delta):
+    """ZeRO-3 under a pipeline (pp > 1), as PyTorch's pipeline schedules run FSDP2 (torchtitan's
+    default): each stage keeps its weights gathered from the first micro-batch's forward to the
+    step (no resharding after the forward, nor after a backward but the last) and accumulates
+    its gradients unsharded, in FP32, over the micro-batches, reduce-scattering them once after
+    the last backward: ``(delta + 4) w_stage`` bytes beside the shards."""
+    return (delta + GRAD_ACCUM_BYTES) * w_stage
+
+
 def block_scores(net: Net):
     """One attention core's kept scores per sample, ``5 a s^2 / 2`` elements (Korthikanti et
     al.'s count, :data:`kernels.kinds.TABLE`'s attention), the largest over the cores; the part

@@ -251,8 +251,10 @@ def _sharded(net: Net, machine: Machine, st: _Stage, own: Own, dp, s):
     again in the backward, and its gradients reduce-scattered; the gather of block i+1 is
     prefetched under block i's compute, so a block exposes only what its collectives outlast
     its compute (forward 1/3, backward 2/3 of the stage's work), plus the first gather and the
-    last reduce-scatter. FSDP reduce-scatters each micro-batch's gradients (PyTorch FSDP2
-    without ``set_requires_gradient_sync(False)``)."""
+    last reduce-scatter. Without a pipeline FSDP reduce-scatters each micro-batch's gradients
+    (PyTorch FSDP2 without ``set_requires_gradient_sync(False)``); under one (pp > 1) PyTorch's
+    schedules gather the stage once, in the first micro-batch's forward, and reduce-scatter its
+    FP32 gradients once after the last backward (:func:`kernels.footprint.pipelined_fsdp_bytes`)."""
     n = _shard_group(own, dp)
     w_bytes = st.delta * st.w_stage
     # the dp group's NIC share as the all-reduce's; HSDP's cross-group ring, every GPU of a node
@@ -274,14 +276,21 @@ def _sharded(net: Net, machine: Machine, st: _Stage, own: Own, dp, s):
     forward = ag + (layers - 1.0) * jnp.maximum(ag - block_s / 3.0, 0.0)
     backward = rs + (layers - 1.0) * jnp.maximum(own.reshard * ag + rs - 2.0 * block_s / 3.0, 0.0)
     three = s * backward + jnp.maximum(across - hidden, 0.0)
+    # under a pipeline (PyTorch's schedules, footprint.pipelined_fsdp_bytes): the first micro-batch
+    # gathers the stage, the FP32 gradients are reduce-scattered once after the last backward
+    once = collectives.ring_reduce_scatter_s(n, footprint.GRAD_ACCUM_BYTES * st.w_stage, *shard)
+    piped = own.pp > 1
+    three = jnp.where(piped, once + jnp.maximum(across - hidden, 0.0), three)
     reduce = jnp.where(own.zero >= 3, three, two)
-    return reduce, jnp.where(own.zero >= 3, s * forward, jnp.where(own.zero >= 2, gather2, 0.0))
+    gather3 = jnp.where(piped, forward, s * forward)
+    return reduce, jnp.where(own.zero >= 3, gather3, jnp.where(own.zero >= 2, gather2, 0.0))
 
 
 def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     """Memory per GPU as (states, activations): weights, gradients and optimizer state of the
     largest stage after ZeRO's sharding; the activations of the micro-batches in flight, full
-    recomputation's block and ZeRO-3's gathered weights (docs/model.md §16)."""
+    recomputation's block, the loss's logits and ZeRO-3's gathered weights (docs/model.md §16,
+    §17)."""
     table, z, tp, pp, vp, sp = net.transformer, st.z, own.tp, own.pp, own.vp, own.sp
     # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
     # as selective recomputation (docs/model.md §16)
@@ -315,7 +324,9 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     layers = _layers(net, own)
     block = st.w_stage / layers
     gathered = jnp.where(own.reshard > 0, jnp.minimum(layers, 2.0) * block, st.w_stage) + block
-    activations = activations + jnp.where(own.zero >= 3, delta * gathered, 0.0)
+    # under a pipeline the stage stays gathered, with its FP32 gradients accumulated unsharded
+    piped = footprint.pipelined_fsdp_bytes(st.w_stage, delta)
+    activations = activations + jnp.where(own.zero >= 3, jnp.where(pp > 1, piped, delta * gathered), 0.0)
     return per_weight * st.w_stage, activations
 
 
