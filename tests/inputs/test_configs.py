@@ -104,7 +104,22 @@ def test_resolve_the_batch_as_users_set_it():
     # data+tensor+pipeline p = 16, tp = pp = 2: p1 = 4; 1536 / 4 = 384; S = 384 / 4 = 96
     r = resolve(profile, "data+tensor+pipeline", 16, global_batch=1536, micro_batch=4, own={"tp": 2, "pp": 2})
     assert (r.p, r.b, r.p2, r.S, r.p1, r.B, r.fits) == (16, 384, 4, 96, 4, 1536, True)
-    assert r.config == (16, 384, profile.value("gpus_per_node"), 96, 2, 2, 0, 0, 1, 0, 0, 1, 0)
+    assert r.config == (
+        16,
+        384,
+        profile.value("gpus_per_node"),
+        96,
+        2,
+        2,
+        0,
+        0,
+        1,
+        0,
+        0,
+        1,
+        0,
+        1,
+    )  # cp 1 last
     assert not resolve(profile, "data+tensor+pipeline", 16, global_batch=1538, own={"tp": 2, "pp": 2}).fits
     with pytest.raises(InputError) as err:
         resolve(profile, "data", 16, 8, global_batch=128)
@@ -230,7 +245,7 @@ def test_measured_rows_read_every_own_axis(tmp_path):
     )
     meas = read_measurements(path)
     # (tp, pp, recompute, zero, vp, sp, precision, reshard, dp_shard)
-    assert [r.own for r in meas.runs] == [(2, 2, 1, 1, 2, 1, 1, 1, 0), (2, 2, 0, 0, 1, 0, 0, 1, 0)]
+    assert [r.own for r in meas.runs] == [(2, 2, 1, 1, 2, 1, 1, 1, 0, 1), (2, 2, 0, 0, 1, 0, 0, 1, 0, 1)]
     assert "precision must be one of bf16, fp8, mxfp8, nvfp4, got 'fp16'" in meas.skipped[0].reason
 
 
