@@ -107,6 +107,7 @@ def test_abci_matches_spec_section_3():
         "gpu_power_w": 0.0,  # power and price not stated
         "pue": 1.0,
         "usd_per_gpu_hour": 0.0,
+        "mem_workspace_bytes": 8 * 4 * 2**20,  # the default: cuBLAS's eight 4 MiB chunks
     }
     assert profile.inter_span_nodes == (17.0, 34.0, math.inf)
     assert profile.inter_alpha_s == (40.31e-6, 40.49e-6, 40.98e-6)

@@ -78,7 +78,19 @@ def test_spec_axes_of_data_tensor_pipeline():
     assert (
         data.extra_columns
         == tensor.extra_columns
-        == ("tp", "pp", "recompute", "zero", "vp", "sp", "precision", "reshard", "dp_shard", "micro_batch")
+        == (
+            "tp",
+            "pp",
+            "recompute",
+            "zero",
+            "vp",
+            "sp",
+            "precision",
+            "reshard",
+            "dp_shard",
+            "cp",
+            "micro_batch",
+        )
     )
 
 
