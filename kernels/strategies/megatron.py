@@ -85,7 +85,9 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     largest stage, z = dp with ZeRO-1 else 1, k the operations the host issues per
     micro-batch at lambda = op_latency_s each, g the GPU's work of one
     micro-batch; ZeRO-2/3, resharding and HSDP change the gradient reduction, add all-gathers
-    and shard the states (:func:`_sharded`, :func:`_memory`). Where the strategy coincides with data (tp = pp = 1, S = 1, no
+    and shard the states (:func:`_sharded`, :func:`_memory`); context parallelism divides every
+    per-sample term by cp and adds ring attention's exposed sends to T_p2p, and M gains the loss's
+    logits and the workspace (docs/model.md §17). Where the strategy coincides with data (tp = pp = 1, S = 1, no
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
     """
