@@ -76,6 +76,8 @@ class Machine(NamedTuple):
     usd_per_gpu_hour: Array = _DEFAULT["usd_per_gpu_hour"]
     #: a mixture of experts' busiest expert's tokens over the mean (docs/model.md §17): 1 balanced
     moe_imbalance: Array = _DEFAULT["moe_imbalance"]
+    #: memory per GPU beside states and activations (B): library workspaces (docs/model.md §20)
+    mem_workspace_bytes: Array = _DEFAULT["mem_workspace_bytes"]
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

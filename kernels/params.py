@@ -369,10 +369,28 @@ def _moe() -> list[Param]:
     ]
 
 
+def _memory() -> list[Param]:
+    """What a rank holds beside its states and activations (docs/model.md §20)."""
+    return [
+        Param(
+            "mem_workspace_bytes",
+            "B",
+            CONTINUOUS,
+            "memory per GPU beside states and activations: library workspaces and buffers",
+            # cuBLAS's workspace as PyTorch configures it on Hopper and later GPUs, eight 4 MiB
+            # chunks (CUBLAS_WORKSPACE_CONFIG=:4096:8, PyTorch's CUDA semantics notes)
+            8.0 * 4.0 * 2.0**20,
+            low_open=False,
+        ),
+    ]
+
+
 def machine_params(kinds: Sequence[str]) -> dict[str, Param]:
     """Every scalar machine parameter by name, in the kernels' order: the paper's machine, one
     ``efficiency_<kind>`` per layer kind of ``kinds``, then data+tensor+pipeline's (§16), the
-    low-precision formats' rates, a run's power and price (§12) and a mixture of experts' routing
-    imbalance (§17)."""
-    records = [*_BASE, *(_kind_param(k) for k in kinds), *_transformer(), *_precisions(), *_run(), *_moe()]
+    low-precision formats' rates, a run's power and price (§12), a mixture of experts' routing
+    imbalance (§17) and the workspace (§20)."""
+    records = [
+        *_BASE, *(_kind_param(k) for k in kinds), *_transformer(), *_precisions(), *_run(), *_moe(), *_memory()
+    ]  # fmt: skip
     return {p.name: p for p in records}

@@ -22,7 +22,7 @@ class Config(NamedTuple):
     The fields after S are strategies' own axes, one per name of
     :data:`kernels.strategies.registry.OWN_AXES` (data+tensor+pipeline's ``tp``,
     ``pp``, ``recompute``, ``zero``, ``vp``, ``sp``, ``precision``, ``reshard``, ``dp_shard``, docs/model.md
-    §16; ``ep``, ``etp``, §17); a strategy ignores the axes its registry entry does not own. None (no
+    §16; ``cp``, §20; ``ep``, ``etp``, §17); a strategy ignores the axes its registry entry does not own. None (no
     pytree leaf, so a vmap over a configuration of four arrays still works)
     means the axis's default.
     """
@@ -40,6 +40,7 @@ class Config(NamedTuple):
     precision: Array | None = None
     reshard: Array | None = None
     dp_shard: Array | None = None
+    cp: Array | None = None
     ep: Array | None = None
     etp: Array | None = None
 

@@ -105,6 +105,9 @@ class TransformerTable(NamedTuple):
     act_first: Array  # [3, P+1, 2]
     #: a mixture of experts' expert weights and all-to-alls (docs/model.md §17; zeros when dense)
     moe: ExpertTable
+    #: the logits per sample: the last layer's output elements when it is a linear (the output
+    #: layer the loss reads, vocabulary-parallel over tp), else 0 (docs/model.md §20)
+    logits: Array = 0.0
 
 
 #: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16,
@@ -534,7 +537,9 @@ def transformer_table(
         _add_lines(lines, c, m)
         _fill_misc(misc, pp, t, h, _boundary(y_elems, stages, pp), work)
     moe = expert_table(names, x, w, y, role, stages)
-    return _envelopes(lines, misc, np.float64(kv_groups(names, x, w, y)), shapes, moe)
+    table = _envelopes(lines, misc, np.float64(kv_groups(names, x, w, y)), shapes, moe)
+    last_linear = len(names) > 0 and names[-1] == "linear"
+    return table._replace(logits=np.float64(np.prod(y[-1]) if last_linear else 0.0))
 
 
 def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> int:

@@ -419,7 +419,7 @@ GPT_TINY = "gpt-l2-h64-a4-s32-v100"  # 4 heads, 2 blocks
     ("given", "param", "rule"),
     [
         ({"p": 24, "global_batch": 24, "tp": 3}, ("tp",), "heads"),  # 3 does not divide 4 heads
-        ({"p": 6, "global_batch": 24, "tp": 4}, ("p", "tp", "pp"), "divides"),  # 4 does not divide 6
+        ({"p": 6, "global_batch": 24, "tp": 4}, ("p", "tp", "pp", "cp"), "divides"),  # 4 does not divide 6
         ({"p": 8, "global_batch": 25, "tp": 2, "pp": 2}, ("global_batch", "micro_batch"), "batch"),  # 25 / 2
         ({"p": 8, "global_batch": 32, "tp": 2, "precision": "fp8"}, ("precision",), "precision"),  # an A100
         ({"p": 4, "global_batch": 32, "tp": 4, "vp": 2}, ("vp", "pp"), "schedule"),  # vp 2 at pp 1

@@ -1,14 +1,16 @@
 """Data+tensor+pipeline parallelism, Megatron style (docs/model.md §16).
 
-p = tp * pp * dp: tensor parallelism over ``tp`` consecutive GPUs, a 1F1B
-pipeline of ``pp`` stages, data parallelism over the ``dp`` replicas; ``b``
-samples per replica per iteration in ``S`` micro-batches of ``b / S``. The
+p = tp * pp * cp * dp: tensor parallelism over ``tp`` consecutive GPUs, a 1F1B
+pipeline of ``pp`` stages, context parallelism over ``cp`` ranks splitting each
+sequence (:mod:`kernels.context`), data parallelism over the ``dp`` replicas;
+``b`` samples per replica per iteration in ``S`` micro-batches of ``b / S``. The
 per-stage quantities come from :mod:`kernels.transformer`'s tables, so an
 evaluation is O(1) in the network's size.
 
-Ranks are ordered tp fastest, then dp, then pp (Megatron's order): a tp group
-is contiguous, a dp group spans ``tp * dp`` consecutive GPUs, and pipeline
-neighbours are ``tp * dp`` GPUs apart.
+Ranks are ordered tp fastest, then cp, then dp, then pp (Megatron-Core's
+``tp-cp-ep-dp-pp``): a tp group is contiguous, the gradient group (dp replicas'
+cp ranks) spans ``tp * cp * dp`` consecutive GPUs, and pipeline neighbours are
+``tp * cp * dp`` GPUs apart.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import collectives, kinds, lowp, terms
+from kernels import collectives, context, footprint, kinds, lowp, terms
 from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
@@ -55,9 +57,9 @@ Own = Any
 
 
 def _split(p, own: Own):
-    """dp = p / (tp pp), at least 1: a row that breaks a rule of the registry (tp pp not
+    """dp = p / (tp pp cp), at least 1: a row that breaks a rule of the registry (tp pp cp not
     dividing p, ...) is infeasible, its terms kept non-negative."""
-    return jnp.maximum(p / (own.tp * own.pp), 1.0)
+    return jnp.maximum(p / (own.tp * own.pp * own.cp), 1.0)
 
 
 def _value(lines, z, tp, sp):
@@ -87,8 +89,10 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     micro-batch; ZeRO-2/3, resharding and HSDP change the gradient reduction, add all-gathers
     and shard the states (:func:`_sharded`, :func:`_memory`). A mixture of experts adds its expert
     weights' states (split over ep x etp), their gradients' reduction over the expert-data-parallel
-    replicas and the token all-to-alls (:mod:`kernels.strategies.moe`, docs/model.md §17). Where
-    the strategy coincides with data (tp = pp = 1, S = 1, no
+    replicas and the token all-to-alls (:mod:`kernels.strategies.moe`, docs/model.md §17); context
+    parallelism divides every per-sample term by cp and adds ring attention's exposed sends to
+    T_p2p, and M gains the loss's logits and the workspace (docs/model.md §20). Where the strategy
+    coincides with data (tp = pp = 1, S = 1, no
     recomputation) or pipeline (tp = dp = 1, pp >= 2) every time term is that strategy's,
     to the last bit; memory is the mixed-precision model's.
     """
@@ -98,27 +102,34 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     big_b = cfg.b * dp
     its = terms.iterations(net.dataset_samples, big_b)
     st = _stage(net, machine, own, cfg)
-    comp, traffic_s = _compute(net, machine, st, own, s, dp, its)
+    # context parallelism (docs/model.md §20): a rank works on 1/cp of each sample (st.micro is
+    # its share of a micro-batch), and the cp ranks of the dp replicas reduce the gradients
+    grads = context.gradient_group(dp, own.cp)
+    comp, traffic_s = _compute(net, machine, st, own, s, grads, its)
     # a mixture of experts' gradients, reduced over the expert-data-parallel replicas (§17)
     experts = moe.gradient_s(machine, cfg.p, own, st.delta * st.w_expert)
-    grad, per_micro, hidden = _allreduces(machine, st, own, dp, experts)
+    grad, per_micro, hidden = _allreduces(machine, st, own, grads, experts)
     # ZeRO-2/3 (FSDP): a reduce-scatter (and, HSDP, an all-reduce across groups) instead of the
     # all-reduce, and the gathers of the weights
-    reduce, gather = _sharded(net, machine, st, own, dp, s)
+    reduce, gather = _sharded(net, machine, st, own, grads, s)
     grad = jnp.where(own.zero >= 2, reduce + jnp.maximum(experts - hidden, 0.0), grad)
     tensor = st.slots * per_micro
     # the experts' token dispatch and combine, per micro-batch (§17)
     alltoall = moe.alltoall_s(machine, net, st.mode, st.row, own, st.micro * st.delta)
     comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro + alltoall)
-    p2p = _p2p(machine, cfg.p, own, s, dp, its, st.micro * st.delta * st.misc.y_boundary)
-    states, activations = _memory(net, machine, st, own, s, dp)
-    mem = states + activations
+    p2p = _p2p(machine, cfg.p, own, s, grads, its, st.micro * st.delta * st.misc.y_boundary)
+    # ring attention's exposed sends, each micro-batch slot, with the pipeline's in t_p2p_s
+    ring = context.ring_s(net, machine, own, st.row, st.z, st.micro, st.delta, st.mode)
+    p2p = p2p + its * st.slots * ring
+    states, activations = _memory(net, machine, st, own, s, grads)
+    # beside them, the libraries' workspace (docs/model.md §20)
+    mem = states + activations + footprint.workspace_bytes(machine)
     # the first legality rule of the registry the configuration breaks (heads, divides, ...)
     rule = _ENTRY.limit(registry.values(_ENTRY, net, own._asdict(), machine))
     return Cost(
         p=cfg.p,
         p1=dp,
-        p2=own.tp * own.pp,
+        p2=own.tp * own.pp * own.cp,
         b=cfg.b,
         B=big_b,
         S=s,
@@ -139,7 +150,8 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
 class _Stage(NamedTuple):
     """What every term reads of one configuration's largest stage: the recomputation mode and
     stage-count row of the tables, their scalars, z = 1 - 1/tp, the stage's per-sample time and
-    weights, the schedule's micro-batch slots, one micro-batch's samples, the bytes per element,
+    weights, the schedule's micro-batch slots, a rank's share of one micro-batch's samples
+    (``b / (S cp)``: context parallelism splits each sample), the bytes per element,
     and whether attention is fused (flash)."""
 
     mode: Array
@@ -163,7 +175,8 @@ def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
     row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
     z = 1.0 - 1.0 / tp
-    stage_s = _stage_s(net, machine, mode, row, z, cfg.b / s, own)
+    micro = context.share(cfg.b / s, own.cp)
+    stage_s = _stage_s(net, machine, mode, row, z, micro, own)
     # micro-batch slots of the schedule: 1F1B's S + pp - 1; interleaved, the bubble's pp - 1 in
     # slots of 1/vp of a stage (Narayanan et al. SC'21 §2.2)
     slots = jnp.where(vp > 1, s + (pp - 1) / vp, s + pp - 1)
@@ -175,7 +188,7 @@ def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
         stage_s=stage_s,
         w_stage=_at(table.w[row], z),
         slots=slots,
-        micro=cfg.b / s,
+        micro=micro,
         delta=machine.bytes_per_element,
         # a fused (flash) attention never writes the a s^2 scores
         flash=machine.attention == ATTENTIONS["flash"],
@@ -236,8 +249,9 @@ def _host_exposed(machine: Machine, st: _Stage, traffic_s, per_micro):
 
 
 def _shard_group(own: Own, dp):
-    """The ranks ZeRO shards over: every data-parallel replica, or HSDP's groups of ``dp_shard``."""
-    return jnp.where(own.dp_shard > 0, jnp.minimum(own.dp_shard, dp), dp)
+    """The ranks ZeRO shards over: the whole gradient group ``dp`` (every data-parallel
+    replica's cp ranks), or HSDP's groups of ``dp_shard`` replicas' cp ranks each."""
+    return jnp.where(own.dp_shard > 0, jnp.minimum(own.dp_shard * own.cp, dp), dp)
 
 
 def _layers(net: Net, own: Own):
@@ -258,8 +272,10 @@ def _sharded(net: Net, machine: Machine, st: _Stage, own: Own, dp, s):
     again in the backward, and its gradients reduce-scattered; the gather of block i+1 is
     prefetched under block i's compute, so a block exposes only what its collectives outlast
     its compute (forward 1/3, backward 2/3 of the stage's work), plus the first gather and the
-    last reduce-scatter. FSDP reduce-scatters each micro-batch's gradients (PyTorch FSDP2
-    without ``set_requires_gradient_sync(False)``)."""
+    last reduce-scatter. Without a pipeline FSDP reduce-scatters each micro-batch's gradients
+    (PyTorch FSDP2 without ``set_requires_gradient_sync(False)``); under one (pp > 1) PyTorch's
+    schedules gather the stage once, in the first micro-batch's forward, and reduce-scatter its
+    FP32 gradients once after the last backward (:func:`kernels.footprint.pipelined_fsdp_bytes`)."""
     n = _shard_group(own, dp)
     w_bytes = st.delta * st.w_stage
     # the dp group's NIC share as the all-reduce's; HSDP's cross-group ring, every GPU of a node
@@ -281,21 +297,30 @@ def _sharded(net: Net, machine: Machine, st: _Stage, own: Own, dp, s):
     forward = ag + (layers - 1.0) * jnp.maximum(ag - block_s / 3.0, 0.0)
     backward = rs + (layers - 1.0) * jnp.maximum(own.reshard * ag + rs - 2.0 * block_s / 3.0, 0.0)
     three = s * backward + jnp.maximum(across - hidden, 0.0)
+    # under a pipeline (PyTorch's schedules, footprint.pipelined_fsdp_bytes): the first micro-batch
+    # gathers the stage, the FP32 gradients are reduce-scattered once after the last backward
+    once = collectives.ring_reduce_scatter_s(n, footprint.GRAD_ACCUM_BYTES * st.w_stage, *shard)
+    piped = own.pp > 1
+    three = jnp.where(piped, once + jnp.maximum(across - hidden, 0.0), three)
     reduce = jnp.where(own.zero >= 3, three, two)
-    return reduce, jnp.where(own.zero >= 3, s * forward, jnp.where(own.zero >= 2, gather2, 0.0))
+    gather3 = jnp.where(piped, forward, s * forward)
+    return reduce, jnp.where(own.zero >= 3, gather3, jnp.where(own.zero >= 2, gather2, 0.0))
 
 
 def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     """Memory per GPU as (states, activations): weights, gradients and optimizer state of the
     largest stage after ZeRO's sharding; the activations of the micro-batches in flight, full
-    recomputation's block and ZeRO-3's gathered weights (docs/model.md §16)."""
+    recomputation's block, the loss's logits and ZeRO-3's gathered weights (docs/model.md §16,
+    §20)."""
     table, z, tp, pp, vp, sp = net.transformer, st.z, own.tp, own.pp, own.vp, own.sp
     # activations: the recomputation mode's lines; a fused (flash) attention keeps no scores,
     # as selective recomputation (docs/model.md §16)
     act_mode = jnp.where(st.flash & (st.mode == 0), 1, st.mode)
     act = jnp.max(_value(table.act[act_mode, st.row], z, tp, sp), axis=-1)
     first = _value(table.act_first[act_mode, st.row], z, tp, sp)
-    work = _value(jnp.stack([st.misc.work_total, st.misc.work_split]), z, tp, sp)
+    # full recomputation's block at work; a fused attention writes no scores in it (§20)
+    scores = jnp.where(st.flash & (st.mode == 2), footprint.block_scores(net), 0.0)
+    work = _value(jnp.stack([st.misc.work_total - scores, st.misc.work_split - scores]), z, tp, sp)
     n = _shard_group(own, dp)
     shards = jnp.where(own.zero > 0, n, 1.0)
     # micro-batches in flight on the first stage; interleaved, (1 + (pp - 1)/(pp vp)) times more
@@ -310,14 +335,18 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     delta = st.delta
     # the rank that holds the most: the first stage's micro-batches in flight, or the largest
     # stage's one (a last stage with the logits); with one stage both are the stage's
-    activations = delta * st.micro * (jnp.maximum(flight * first, act) + work)
+    # the last stage also keeps one micro-batch's log-probabilities for the loss (FP32, §20)
+    logits = footprint.logits_bytes(net, tp) / delta
+    activations = delta * st.micro * (jnp.maximum(flight * first, act + logits) + work)
     # ZeRO-3's gathered blocks: resharding, the block computing and the one prefetched, plus one
     # block's unsharded gradients; without, the stage's weights stay gathered from the forward
     # to the backward (and one block's gradients)
     layers = _layers(net, own)
     block = st.w_stage / layers
     gathered = jnp.where(own.reshard > 0, jnp.minimum(layers, 2.0) * block, st.w_stage) + block
-    activations = activations + jnp.where(own.zero >= 3, delta * gathered, 0.0)
+    # under a pipeline the stage stays gathered, with its FP32 gradients accumulated unsharded
+    piped = footprint.pipelined_fsdp_bytes(st.w_stage, delta)
+    activations = activations + jnp.where(own.zero >= 3, jnp.where(pp > 1, piped, delta * gathered), 0.0)
     return per_weight * st.w_stage + per_expert * st.w_expert, activations
 
 

@@ -246,7 +246,8 @@ def facts(net, machine=None) -> dict[str, Any]:
     model can be cut into: a GPT's transformer blocks), ``experts`` and ``expert_width`` (what
     ep and etp must divide: a mixture of experts' experts and widths, 1 for a dense model), ``gpu_flops_fp8``, ``gpu_flops_mxfp8``,
     ``gpu_flops_fp4`` (the GPU's low-precision rates; 1 without a machine, so that the rules
-    reading the machine hold). Scalars or arrays."""
+    reading the machine hold), ``seq`` (a sample's tokens, that cp splits; 0 without an
+    embedding). Scalars or arrays."""
     table = getattr(net, "transformer", None)
     moe = getattr(table, "moe", None)
     return {
@@ -254,6 +255,7 @@ def facts(net, machine=None) -> dict[str, Any]:
         "blocks": net.n_stages,
         "experts": moe.experts if moe is not None else 1,
         "expert_width": moe.width if moe is not None else 1,
+        "seq": getattr(net, "tokens", 0),
         **{r: 1.0 if machine is None else getattr(machine, r) for r in PRECISION_RATE[1:]},
     }
 
@@ -266,8 +268,9 @@ def values(strategy: Strategy, net, cfg: Mapping[str, Any], machine=None) -> dic
 
 
 def _tensor_group(p, p2, own: Mapping[str, Any]):
-    """tp * pp; ints, or (traced) arrays where a sweep computes the replicas on the device."""
-    return own.get("tp", 1) * own.get("pp", 1)
+    """tp * pp * cp, the GPUs of one data-parallel replica (its context-parallel ranks share
+    its samples); ints, or (traced) arrays where a sweep computes the replicas on the device."""
+    return own.get("tp", 1) * own.get("pp", 1) * own.get("cp", 1)
 
 
 #: data+tensor+pipeline's own axes (docs/model.md §16).
@@ -289,6 +292,7 @@ TENSOR_AXES: tuple[Axis, ...] = (
     Axis("precision", 0, "number format of the GEMMs", minimum=0, choices=PRECISION),
     Axis("reshard", 1, "zero 3: free the gathered weights after the forward, gather again (0 or 1)", 0, 1),
     Axis("dp_shard", 0, "ZeRO's shard group: data-parallel replicas (0: all; HSDP: fewer)", minimum=0),
+    Axis("cp", 1, "context-parallel degree (GPUs splitting each sequence; ring attention)", searched=True),
     Axis("ep", 1, "expert-parallel degree: GPUs a mixture of experts' experts are split over", searched=True),
     Axis("etp", 1, "expert tensor-parallel degree: GPUs each expert's FFN is split over"),
 )
@@ -305,20 +309,36 @@ TENSOR_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "divides",
-        ("p", "tp", "pp"),
-        lambda v: v["p"] % (v["tp"] * v["pp"]) != 0,
-        lambda v: f"tp x pp = {v['tp'] * v['pp']:g} does not divide p {v['p']:g}",
+        ("p", "tp", "pp", "cp"),
+        lambda v: v["p"] % (v["tp"] * v["pp"] * v["cp"]) != 0,
+        lambda v: (
+            f"tp x pp = {v['tp'] * v['pp']:g} does not divide p {v['p']:g}"
+            if v["cp"] == 1
+            else f"tp x pp x cp = {v['tp'] * v['pp'] * v['cp']:g} does not divide p {v['p']:g}"
+        ),
     ),
     Rule(
         "divides",
-        ("dp_shard", "p", "tp", "pp"),
+        ("cp", "seq"),
+        # the load-balanced causal split (docs/model.md §20): 2 cp chunks of the sequence, rank i
+        # holding chunks i and 2 cp - 1 - i
+        lambda v: (v["cp"] > 1) & ((v["seq"] < 2 * v["cp"]) | (v["seq"] % (2 * v["cp"]) != 0)),
+        lambda v: (
+            f"cp {v['cp']:g} does not split the model's {v['seq']:g}-token sequence into "
+            f"2 x cp = {2 * v['cp']:g} equal chunks"
+        ),
+    ),
+    Rule(
+        "divides",
+        ("dp_shard", "p", "tp", "pp", "cp"),
         # HSDP: groups of dp_shard replicas, replicated across; 0 shards over every replica
         lambda v: (
             (v["dp_shard"] > 0)
-            & ((v["p"] // (v["tp"] * v["pp"])) % (v["dp_shard"] + (v["dp_shard"] == 0)) != 0)
+            & ((v["p"] // (v["tp"] * v["pp"] * v["cp"])) % (v["dp_shard"] + (v["dp_shard"] == 0)) != 0)
         ),
         lambda v: (
-            f"dp_shard {v['dp_shard']:g} does not divide the {v['p'] // (v['tp'] * v['pp']):g} data-parallel replicas"
+            f"dp_shard {v['dp_shard']:g} does not divide the "
+            f"{v['p'] // (v['tp'] * v['pp'] * v['cp']):g} data-parallel replicas"
         ),
     ),
     # a mixture of experts (docs/model.md §17): the expert layers regroup the p / pp GPUs of a

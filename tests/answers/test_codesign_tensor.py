@@ -33,18 +33,19 @@ def _bound(theta: float | None = None) -> Bound:
     return Bound.of(load_model(MODEL), profile)
 
 
-def _legal() -> list[tuple[int, int, int, int, int]]:
-    """Every (tp, pp, micro_batch, recompute, zero) the question's defaults must hold, written out
-    independently: tp divides the 8 heads and p = 16, pp <= 4 blocks with tp pp | 16, the micro-batch
-    divides b = 32 / (16 / (tp pp))."""
+def _legal() -> list[tuple[int, int, int, int, int, int]]:
+    """Every (tp, pp, micro_batch, recompute, zero, cp) the question's defaults must hold, written
+    out independently: tp divides the 8 heads and p = 16, pp <= 4 blocks, tp pp cp | 16, cp cuts
+    the 128-token sequence into 2 cp equal chunks (every divisor of 16 does), the micro-batch
+    divides b = 32 / (16 / (tp pp cp))."""
     out = []
-    for tp, pp in itertools.product((1, 2, 4, 8), (1, 2, 3, 4)):
-        if P % (tp * pp) or B % (P // (tp * pp)):
+    for tp, pp, cp in itertools.product((1, 2, 4, 8), (1, 2, 3, 4), (1, 2, 4, 8, 16)):
+        if P % (tp * pp * cp) or B % (P // (tp * pp * cp)) or 128 % (2 * cp):
             continue
-        b = B // (P // (tp * pp))
+        b = B // (P // (tp * pp * cp))
         for mb, r, z in itertools.product(range(1, b + 1), (0, 1, 2), (0, 1)):
             if b % mb == 0:
-                out.append((tp, pp, mb, r, z))
+                out.append((tp, pp, mb, r, z, cp))
     return out
 
 
@@ -52,18 +53,18 @@ def _brute(theta: float, metric: str = "t_iter_s") -> tuple[float, tuple]:
     """The best feasible ``metric`` at ``theta`` over :func:`_legal`, one ``estimate`` each."""
     best: tuple[float, tuple] = (float("inf"), ())
     with backend.settings(jax_enable_x64=True):
-        for tp, pp, mb, r, z in _legal():
-            b = B // (P // (tp * pp))
+        for tp, pp, mb, r, z, cp in _legal():
+            b = B // (P // (tp * pp * cp))
             row = estimate(
                 _bound(theta),
                 "data+tensor+pipeline",
                 P,
                 b,
                 S=b // mb,
-                own={"tp": tp, "pp": pp, "recompute": r, "zero": z},
+                own={"tp": tp, "pp": pp, "recompute": r, "zero": z, "cp": cp},
             )
             if row["feasible"] and row[metric] < best[0]:
-                best = (row[metric], (tp, pp, mb, r, z))
+                best = (row[metric], (tp, pp, mb, r, z, cp))
     return best
 
 
@@ -72,7 +73,7 @@ def test_default_lists_are_every_legal_split():
     c = candidates(_bound(), "data+tensor+pipeline", q)
     got = {
         (int(r[c.columns.index("tp")]), int(r[c.columns.index("pp")]), int(r[1] // r[3]),
-         int(r[c.columns.index("recompute")]), int(r[c.columns.index("zero")]))
+         int(r[c.columns.index("recompute")]), int(r[c.columns.index("zero")]), int(r[c.columns.index("cp")]))
         for r in c.rows
     }  # fmt: skip
     assert c.valid.all()
@@ -108,7 +109,7 @@ def test_threshold_and_best_split_agree_with_brute_force():
         value, split = _brute(theta)
         [row] = side
         assert row["t_iter_s"] == value
-        assert (row["tp"], row["pp"], row["micro_batch"]) == split[:3]
+        assert (row["tp"], row["pp"], row["micro_batch"], row["cp"]) == (*split[:3], split[5])
 
 
 def test_given_lists_restrict_the_choice_and_bad_values_are_refused():

@@ -120,7 +120,8 @@ def test_resolve_the_batch_as_users_set_it():
         0,
         1,
         1,
-    )  # ep = etp = 1
+        1,
+    )  # cp = ep = etp = 1
     assert not resolve(profile, "data+tensor+pipeline", 16, global_batch=1538, own={"tp": 2, "pp": 2}).fits
     with pytest.raises(InputError) as err:
         resolve(profile, "data", 16, 8, global_batch=128)
@@ -245,10 +246,10 @@ def test_measured_rows_read_every_own_axis(tmp_path):
         f"{gpt},data+tensor+pipeline,8,2,2,8,2,full,0,0,1,fp16,a100-ib800,0.2\n"
     )
     meas = read_measurements(path)
-    # (tp, pp, recompute, zero, vp, sp, precision, reshard, dp_shard, ep, etp)
+    # (tp, pp, recompute, zero, vp, sp, precision, reshard, dp_shard, cp, ep, etp)
     assert [r.own for r in meas.runs] == [
-        (2, 2, 1, 1, 2, 1, 1, 1, 0, 1, 1),
-        (2, 2, 0, 0, 1, 0, 0, 1, 0, 1, 1),
+        (2, 2, 1, 1, 2, 1, 1, 1, 0, 1, 1, 1),
+        (2, 2, 0, 0, 1, 0, 0, 1, 0, 1, 1, 1),
     ]
     assert "precision must be one of bf16, fp8, mxfp8, nvfp4, got 'fp16'" in meas.skipped[0].reason
 

@@ -88,6 +88,7 @@ def test_spec_axes_of_data_tensor_pipeline():
             "precision",
             "reshard",
             "dp_shard",
+            "cp",
             "ep",
             "etp",
             "micro_batch",
@@ -127,13 +128,13 @@ def test_measured_rows_read_the_tensor_columns(tmp_path):
     meas = read_measurements(path)
     first, second, data = meas.runs
     # own = (tp, pp, recompute, zero, vp, sp, precision): the registry's defaults where not given
-    assert (first.own, first.p2, first.S) == ((2, 2, 2, 0, 1, 0, 0, 1, 0, 1, 1), 4, 4)
+    assert (first.own, first.p2, first.S) == ((2, 2, 2, 0, 1, 0, 0, 1, 0, 1, 1, 1), 4, 4)
     assert (second.own, second.S) == (
-        (2, 2, 0, 0, 1, 0, 0, 1, 0, 1, 1),
+        (2, 2, 0, 0, 1, 0, 0, 1, 0, 1, 1, 1),
         1,
     )  # S defaults to 1, recompute to none
     assert (
-        data.own == (1, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1) and data.p2 == 1
+        data.own == (1, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 1) and data.p2 == 1
     )  # other strategies ignore the columns
     assert [s.line for s in meas.skipped] == [4] and "recompute must be one of" in meas.skipped[0].reason
 

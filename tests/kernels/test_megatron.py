@@ -17,6 +17,13 @@ from sweep.inputs.transformers import gpt
 
 f64 = np.float64
 TENSOR = jax.jit(kernels.STRATEGIES["data+tensor+pipeline"])
+#: mem_bytes's workspace beside states and activations (docs/model.md §20): the machine default,
+#: cuBLAS's eight 4 MiB chunks, 8 * 4 * 2^20 = 33,554,432 bytes
+WORKSPACE = 8 * 4 * 2**20
+#: the tiny GPTs' loss on the last stage (docs/model.md §20): the output's s V = 2 * 8 = 16 logits
+#: per sample, 10 bytes each while the loss runs, over tp = 2: 80 bytes per sample, times the
+#: micro-batch of 2 samples
+LOGITS_TP2 = 80 * 2
 DATA = jax.jit(kernels.STRATEGIES["data"])
 PIPELINE = jax.jit(kernels.STRATEGIES["pipeline"])
 
@@ -81,12 +88,12 @@ def test_worked_example_tp2_dp2():
     # 16-bit elements: the block's as Korthikanti et al. count them, s h (34 + 5 a s / h) / 2 =
     # 17 * 8 + 2.5 * 2 * 4 = 156, of which (24 s h + 5 a s^2) / 2 = 116 split; embed x + y = 10;
     # ln_f 16; out 8 + 16 = 24, its 16 split: 206, 132 split: 206 - 66 = 140;
-    # delta * micro * min(pp, S) * 140 = 560
-    assert float(c.mem_bytes) == pytest.approx(2240 + 560, rel=1e-12)
+    # delta * micro * min(pp, S) * 140 = 560; with one stage, the loss's logits too
+    assert float(c.mem_bytes) == pytest.approx(2240 + 560 + LOGITS_TP2 + WORKSPACE, rel=1e-12)
     assert int(c.limit) == OK
     # ZeRO-1 shards the 12 bytes of optimizer state over dp = 2: (4 + 6) * 140 = 1,400
     z = TENSOR(tiny(), machine(), cfg(4, 4, 2, tp=2, zero=1))
-    assert float(z.mem_bytes) == pytest.approx(1400 + 560, rel=1e-12)
+    assert float(z.mem_bytes) == pytest.approx(1400 + 560 + LOGITS_TP2 + WORKSPACE, rel=1e-12)
 
 
 def test_worked_example_pp2_dp2():
@@ -107,9 +114,10 @@ def test_worked_example_pp2_dp2():
     assert float(c.t_allreduce_s) == pytest.approx(2 * 0.498, rel=1e-12)
     # activations per sample (16-bit elements): embed x + y = 10, a block (17 s h + 2.5 a s^2 =
     # 136 + 20) 156, ln_f 16, out 8 + 16: stages 166 and 196. The rank that holds the most: the
-    # first stage's min(pp, S) = 2 micro-batches in flight, 2 * 166 = 332 > the last's 196.
+    # first stage's min(pp, S) = 2 micro-batches in flight, 2 * 166 = 332 > the last's 196 with its
+    # logits (2 * 8 = 16 per sample, 10 bytes each: 80 elements of 2 bytes), 276.
     # (2 delta + 12) * 248 + delta * micro * 332
-    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 166, rel=1e-12)
+    assert float(c.mem_bytes) == pytest.approx(16 * 248 + 2 * 2 * 2 * 166 + WORKSPACE, rel=1e-12)
     assert float(c.mem_states_bytes) == pytest.approx(16 * 248, rel=1e-12)
     assert float(c.mem_activations_bytes) == pytest.approx(2 * 2 * 2 * 166, rel=1e-12)
     assert int(c.limit) == OK
@@ -127,8 +135,9 @@ def test_recompute_adds_forward_work():
     assert float(sel.t_comp_s) - float(base.t_comp_s) == pytest.approx(8 * 32 / 1e3, rel=1e-12)
     assert float(sel.mem_bytes) < float(base.mem_bytes)
     # full keeps each block's input (8 per sample here) plus one block's activations while it is
-    # recomputed (Korthikanti's 156, 116 split: 98 at tp = 2): 2 * 2 * (8 + 98) = 424 bytes
-    assert float(full.mem_bytes) == pytest.approx(2240 + 424, rel=1e-12)
+    # recomputed (Korthikanti's 156, 116 split: 98 at tp = 2): 2 * 2 * (8 + 98) = 424 bytes, and
+    # the loss's logits
+    assert float(full.mem_bytes) == pytest.approx(2240 + 424 + LOGITS_TP2 + WORKSPACE, rel=1e-12)
     deep = [TENSOR(GPT, machine(), cfg(8, 8, 8, tp=2, pp=2, recompute=r)) for r in (0, 1, 2)]
     assert float(deep[2].mem_bytes) < float(deep[1].mem_bytes) < float(deep[0].mem_bytes)
 
@@ -344,7 +353,7 @@ def test_sequence_parallel_splits_every_activation():
     = 103 per sample instead of 140: 2 * 2 * 103 = 412 bytes with the 2,240 of weights; the
     tensor-parallel allreduces become reduce-scatters and all-gathers of the same time."""
     c = TENSOR(tiny(), machine(), cfg7(4, 4, 2, tp=2, sp=1))
-    assert float(c.mem_bytes) == pytest.approx(2240 + 412, rel=1e-12)
+    assert float(c.mem_bytes) == pytest.approx(2240 + 412 + LOGITS_TP2 + WORKSPACE, rel=1e-12)
     plain = TENSOR(tiny(), machine(), cfg7(4, 4, 2, tp=2))
     assert float(c.t_allreduce_s) == float(plain.t_allreduce_s)
     # compute: every layer's FLOPs split, 3,312 / 2 = 1,656 per sample: 8 * 1.656 + 0.56
@@ -355,7 +364,7 @@ def test_flash_attention_keeps_no_scores():
     """attention = flash: the none mode keeps no a s^2 scores, as selective recomputation (the
     worked example: 206 - 20 = 186 per sample, 132 - 20 = 112 split: 186 - 56 = 130)."""
     c = TENSOR(tiny(), machine(attention=1.0), cfg(4, 4, 2, tp=2))
-    assert float(c.mem_bytes) == pytest.approx(2240 + 2 * 2 * 130, rel=1e-12)
+    assert float(c.mem_bytes) == pytest.approx(2240 + 2 * 2 * 130 + LOGITS_TP2 + WORKSPACE, rel=1e-12)
 
 
 def test_flash_attention_moves_no_scores():

@@ -14,7 +14,7 @@ import kernels
 from kernels.names import DIVIDES, OK
 from sweep.inputs.layers import to_arrays
 from sweep.inputs.transformers import gpt
-from tests.kernels.test_megatron import machine
+from tests.kernels.test_megatron import LOGITS_TP2, WORKSPACE, machine
 
 f64 = np.float64
 TENSOR = jax.jit(kernels.STRATEGIES["data+tensor+pipeline"])
@@ -36,12 +36,14 @@ def cfg(p, b, S, tp=1, zero=0, reshard=1, dp_shard=0):
 
 def test_memory_is_states_plus_activations_and_zero_0_1_unchanged():
     """The worked example (p 4, tp 2, dp 2, b 4, S 2): states (2 delta + 12) * 140 = 2,240 (ZeRO-1:
-    (4 + 6) * 140 = 1,400), activations delta * micro 2 * 140 = 560 (test_megatron's)."""
+    (4 + 6) * 140 = 1,400), activations delta * micro 2 * 140 = 560 and the loss's logits
+    (test_megatron's)."""
     for zero, states in ((0, 2240), (1, 1400)):
         c = TENSOR(ONE, machine(), cfg(4, 4, 2, tp=2, zero=zero))
         assert float(c.mem_states_bytes) == pytest.approx(states, rel=1e-12)
-        assert float(c.mem_activations_bytes) == pytest.approx(560, rel=1e-12)
-        assert float(c.mem_bytes) == float(c.mem_states_bytes) + float(c.mem_activations_bytes)
+        assert float(c.mem_activations_bytes) == pytest.approx(560 + LOGITS_TP2, rel=1e-12)
+        # mem_bytes: their sum and the workspace (docs/model.md §20)
+        assert float(c.mem_bytes) == float(c.mem_states_bytes) + float(c.mem_activations_bytes) + WORKSPACE
         assert float(c.t_allgather_s) == 0
 
 
@@ -53,7 +55,7 @@ def test_zero_2_by_hand():
     weights (0.141 s) in t_allgather_s: the same 0.282 s per iteration in all, I = 2."""
     c = TENSOR(ONE, machine(), cfg(4, 4, 2, tp=2, zero=2))
     assert float(c.mem_states_bytes) == pytest.approx(1260, rel=1e-12)
-    assert float(c.mem_activations_bytes) == pytest.approx(560, rel=1e-12)
+    assert float(c.mem_activations_bytes) == pytest.approx(560 + LOGITS_TP2, rel=1e-12)
     # tensor-parallel: 2 slots of 6 allreduces of 0.034 s (test_megatron's 0.204 per micro-batch)
     assert float(c.t_allreduce_s) == pytest.approx(2 * (0.141 + 2 * 0.204), rel=1e-12)
     assert float(c.t_allgather_s) == pytest.approx(2 * 0.141, rel=1e-12)
@@ -70,7 +72,7 @@ def test_zero_3_by_hand_one_block():
     for one block). Per iteration S = 2 of each; I = 2."""
     c = TENSOR(ONE, machine(), cfg(4, 4, 2, tp=2, zero=3))
     assert float(c.mem_states_bytes) == pytest.approx(1120, rel=1e-12)
-    assert float(c.mem_activations_bytes) == pytest.approx(560 + 560, rel=1e-12)
+    assert float(c.mem_activations_bytes) == pytest.approx(560 + 560 + LOGITS_TP2, rel=1e-12)
     assert float(c.t_allgather_s) == pytest.approx(2 * 2 * 0.141, rel=1e-12)
     assert float(c.t_allreduce_s) == pytest.approx(2 * (2 * 0.141 + 2 * 0.204), rel=1e-12)
 
@@ -118,3 +120,22 @@ def test_cnn_rows_leave_the_split_unknown():
     """A strategy that does not split its memory writes NaN (null in the output)."""
     data = kernels.STRATEGIES["data"](ONE, machine(), cfg(4, 4, 1))
     assert np.isnan(float(data.mem_states_bytes)) and np.isnan(float(data.mem_activations_bytes))
+
+
+def test_zero_3_under_a_pipeline_keeps_the_stage_gathered_by_hand():
+    """ZeRO-3 with pp = 2 (docs/model.md §20), as PyTorch's pipeline schedules run FSDP2: the stage
+    stays gathered from the first micro-batch's forward to the step and its gradients accumulate
+    unsharded in FP32. test_megatron's pp = 2 example (p 4, dp 2, b 4, S 2): the largest stage's
+    248 weights, shards (2 + 2 + 12) / 2 = 8 bytes each, 1,984; activations the first stage's two
+    micro-batches, 2 * 2 * 2 * 166 = 1,328, plus (2 + 4) * 248 = 1,488 gathered and accumulated.
+    The gradients are reduce-scattered once per iteration, in FP32: a ring of 2 over 4 * 248 =
+    992 bytes, 1e-3 + 992 / 2 / 1000 = 0.497 s, I = 2 iterations; the stage (one block) is
+    gathered once, in the first micro-batch's forward, with no compute before it to hide behind:
+    a ring of 2 over 2 * 248 = 496 bytes, 1e-3 + 496 / 2 / 1000 = 0.249 s per iteration (against
+    S = 2 gathers and reduce-scatters per iteration without a pipeline)."""
+    net = kernels.build_net(to_arrays(gpt("tiny2", 2, 4, 2, 2, vocab=8)), 16)
+    c = TENSOR(net, machine(), kernels.Config(*(np.float64(v) for v in (4, 4, 1, 2, 1, 2, 0, 3))))
+    assert float(c.mem_states_bytes) == pytest.approx(1984, rel=1e-12)
+    assert float(c.mem_activations_bytes) == pytest.approx(1328 + 1488, rel=1e-12)
+    assert float(c.t_allreduce_s) == pytest.approx(2 * 0.497, rel=1e-12)
+    assert float(c.t_allgather_s) == pytest.approx(2 * 0.249, rel=1e-12)
