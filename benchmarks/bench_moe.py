@@ -1,0 +1,201 @@
+"""Mixtures of experts beside dense transformers: the speed figures of docs/performance.md's
+"Mixtures of experts" section.
+
+    python -m benchmarks.bench_moe              # all three sections, a few minutes on 2 cores
+    python -m benchmarks.bench_moe --sections c # the 671B estimate alone
+
+(m) ``sweep run`` end to end, every row written to Parquet: Qwen3-235B-A22B's tp x pp x ep x
+    micro-batch grid over five GPU counts (2,560 splits) x 391 inter-node bandwidths
+    (1,000,960 points) against GPT-3 175B's grid of the same size (no ep: 320 splits x 3,128
+    bandwidths), both on dgx-h100. Each run is a fresh process with a persistent compilation
+    cache warmed by one run of each first; then the two alternate, ``--runs`` times each, and
+    the medians of configurations/s (the run's own time, as ``sweep run`` prints it, after the
+    spec and the model's tables are built) and their ratio are printed, with the median wall
+    time of the whole process.
+(k) the ``data`` kernel beside ``data+tensor+pipeline`` on Qwen3-235B-A22B, with the new axes
+    (ep, cp) in the grid, configurations/s in one process, materialised (every column to the
+    host) and top-1 (reduced on the device), at ``sweep run``'s chunk sizes, and their ratio.
+(c) ``sweep estimate`` of DeepSeek-V3 (671B) in a fresh process: wall time, the median of
+    three after one run that fills the persistent compilation cache, beside a process that
+    only imports the CLI and starts JAX (the start-up part of it), and one run with an empty
+    cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax
+import numpy as np
+
+from benchmarks.bench import SUMMARY, median_rate
+from sweep.engine.filters import known_front
+from sweep.engine.index import decode_info
+from sweep.engine.program import build_chunk_fn, device_inputs
+from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK
+from sweep.inputs.grid import load_spec, plan
+from sweep.reduce.keep import Keep
+
+MOE, DENSE, MACHINE = "qwen3-235b-a22b", "gpt3-175b", "dgx-h100"
+
+RUN_SPEC = """name = "{name}"
+model = "{model}"
+machine = "{machine}"
+strategies = ["data+tensor+pipeline"]
+[axes]
+p = [256, 512, 1024, 2048, 4096]
+global_batch = [2048]
+tp = [1, 2, 4, 8]
+pp = [1, 2, 4, 8]
+micro_batch = [1, 2, 4, 8]
+{ep}inter_bandwidth_Bps = {{ linspace = [5e9, 400e9, {n_bw}] }}
+"""
+
+KERNEL_SPEC = """name = "moe-kernel"
+model = "{model}"
+machine = "{machine}"
+strategies = ["data", "data+tensor+pipeline"]
+[axes]
+p = {{ log2 = [0, 12] }}
+b = [8, 16, 32, 64, 128, 256]
+S = [1, 2, 4, 8]
+tp = [1, 2, 4, 8]
+pp = [1, 2, 4, 8]
+ep = [1, 2, 4, 8]
+cp = [1, 2]
+recompute = ["none", "selective", "full"]
+zero = [0, 1]
+inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, 64] }}
+inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
+"""
+
+ESTIMATE = [
+    "estimate", "--model", "deepseek-v3", "--machine", "dgx-h100", "--strategy", "data+tensor+pipeline",
+    "--p", "1024", "--global-batch", "8192", "--tp", "2", "--pp", "8", "--ep", "64", "--vp", "4",
+    "--sp", "1", "--precision", "fp8", "--recompute", "full", "--zero", "1",
+]  # fmt: skip
+
+
+def sweep_run(spec: Path, out: Path, cache: Path) -> tuple[int, float, float]:
+    """One ``sweep run`` in a fresh process: (points, the run's own seconds, process seconds)."""
+    command = [sys.executable, "-m", "sweep.cli", "run", str(spec), "-o", str(out), "--overwrite"]
+    t = time.perf_counter()
+    res = subprocess.run(
+        command, capture_output=True, text=True, check=True, env={**os.environ, "SWEEP_JAX_CACHE": str(cache)}
+    )
+    wall = time.perf_counter() - t
+    found = SUMMARY.search(res.stdout)
+    if found is None:
+        raise RuntimeError(f"no summary in the output of {' '.join(command)}:\n{res.stdout}{res.stderr}")
+    return int(found.group(2).replace(",", "")), float(found.group(3)), wall
+
+
+def run_section(tmp: Path, runs: int) -> None:
+    specs = {}
+    for label, model, ep, n_bw in (("MoE", MOE, "ep = [1, 2, 4, 8, 16, 32, 64, 128]\n", 391), ("dense", DENSE, "", 3128)):
+        path = tmp / f"{label}.toml"
+        path.write_text(RUN_SPEC.format(name=f"bench-{label}", model=model, machine=MACHINE, ep=ep, n_bw=n_bw))
+        specs[label] = (model, path)
+    print(f"\n(m) sweep run, every row written, fresh processes (median of {runs}, alternating, warm cache)")
+    cache = tmp / "jax-cache"
+    rates: dict[str, list[float]] = {k: [] for k in specs}
+    walls: dict[str, list[float]] = {k: [] for k in specs}
+    points = {}
+    for label, (_, path) in specs.items():
+        points[label], _, _ = sweep_run(path, tmp / label, cache)  # fills the compilation cache
+    for _ in range(runs):
+        for label, (_, path) in specs.items():
+            n, own, wall = sweep_run(path, tmp / label, cache)
+            rates[label].append(n / own)
+            walls[label].append(wall)
+    print(f"{'grid':<28} {'points':>10} {'configs/s':>12} {'process s':>10}")
+    for label, (model, _) in specs.items():
+        rate, wall = statistics.median(rates[label]), statistics.median(walls[label])
+        print(f"{label + ' ' + model:<28} {points[label]:>10,} {rate:>12,.0f} {wall:>10.1f}")
+    ratio = statistics.median(rates["MoE"]) / statistics.median(rates["dense"])
+    print(f"{'ratio MoE / dense':<28} {'':>10} {ratio:>12.2f}")
+
+
+def kernel_section(tmp: Path, reps: int) -> None:
+    chunk, reduce_chunk = ROWS_CHUNK, REDUCE_CHUNK
+    print(
+        f"\n(k) {MOE} on {MACHINE}, configurations/s;"
+        f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
+    )
+    print(f"{'strategy':<22} {'materialised':>14} {'top-1':>14}")
+    path = tmp / "moe-kernel.toml"
+    n_alpha = max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6)))
+    path.write_text(KERNEL_SPEC.format(model=MOE, machine=MACHINE, n_alpha=n_alpha))
+    rates = {}
+    for job in plan(load_spec(path)).jobs:
+        net, machine, values = device_inputs(job, np.float32)
+        out = []
+        for size, keep in ((chunk, Keep("all")), (reduce_chunk, Keep("top", ("t_epoch_s",), 1))):
+            n = min(size, job.size)
+            last = max(job.size // size - 1, 0)
+            starts = sorted({round(last * f) * size for f in (0, 1 / 3, 2 / 3, 1)})
+            calls = [
+                (net, machine, values, decode_info(job, a, size), np.int32(n), known_front(None, np.float32))
+                for a in starts
+            ]
+            fn, _ = build_chunk_fn(job, size, keep, np.float32)
+            if keep.kind == "all":
+                out.append(median_rate(lambda *a, f=fn: jax.tree.map(np.asarray, f(*a)), calls, n, reps))
+            else:
+                out.append(median_rate(lambda *a, f=fn: f(*a).count, calls, n, reps))
+        rates[job.strategy] = out
+        print(f"{job.strategy:<22} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)", flush=True)
+    mine, data = rates["data+tensor+pipeline"], rates["data"]
+    print(f"{'ratio to data':<22} {mine[0] / data[0]:>14.2f} {mine[1] / data[1]:>14.2f}")
+
+
+def timed(command: list[str], cache: Path) -> float:
+    t = time.perf_counter()
+    subprocess.run(
+        command, capture_output=True, text=True, check=True, env={**os.environ, "SWEEP_JAX_CACHE": str(cache)}
+    )
+    return time.perf_counter() - t
+
+
+def estimate_section(tmp: Path) -> None:
+    estimate = [sys.executable, "-m", "sweep.cli", *ESTIMATE]
+    start = [sys.executable, "-c", "import sweep.cli.main, jax.numpy as jnp; jnp.zeros(1).block_until_ready()"]
+    cold = timed(estimate, tmp / "empty-cache")
+    cache = tmp / "estimate-cache"
+    timed(estimate, cache)
+    warm = statistics.median(timed(estimate, cache) for _ in range(3))
+    imports = statistics.median(timed(start, cache) for _ in range(3))
+    print("\n(c) sweep estimate, deepseek-v3 (671B) on dgx-h100, ep 64, in a fresh process")
+    print(f"  warm compilation cache (median of 3) {warm:6.2f} s")
+    print(f"  of which imports and JAX start-up    {imports:6.2f} s")
+    print(f"  empty compilation cache              {cold:6.2f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sections", default="mkc", help="the sections to run, of m, k, c")
+    ap.add_argument("--runs", type=int, default=3, help="section (m): runs of each grid (median)")
+    ap.add_argument("--reps", type=int, default=3, help="section (k): timed calls of each chunk (median)")
+    args = ap.parse_args()
+    print(f"JAX {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory(prefix="bench-moe-") as name:
+        tmp = Path(name)
+        if "m" in args.sections:
+            run_section(tmp, args.runs)
+        if "k" in args.sections:
+            kernel_section(tmp, args.reps)
+        if "c" in args.sections:
+            estimate_section(tmp)
+
+
+if __name__ == "__main__":
+    main()
