@@ -13,8 +13,10 @@
     spec and the model's tables are built) and their ratio are printed, with the median wall
     time of the whole process.
 (k) the ``data`` kernel beside ``data+tensor+pipeline`` on Qwen3-235B-A22B, with the new axes
-    (ep, cp) in the grid, configurations/s in one process, materialised (every column to the
-    host) and top-1 (reduced on the device), at ``sweep run``'s chunk sizes, and their ratio.
+    (ep, cp) in the grid, and the same on GPT-3 175B (cp, no ep), configurations/s in one
+    process, materialised (every column to the host) and top-1 (reduced on the device), at
+    ``sweep run``'s chunk sizes, and the ratios: each model's data+tensor+pipeline over its data,
+    and the MoE's rates over the dense model's.
 (c) ``sweep estimate`` of DeepSeek-V3 (671B) in a fresh process: wall time, the median of
     three after one run that fills the persistent compilation cache, beside a process that
     only imports the CLI and starts JAX (the start-up part of it), and one run with an empty
@@ -70,8 +72,7 @@ b = [8, 16, 32, 64, 128, 256]
 S = [1, 2, 4, 8]
 tp = [1, 2, 4, 8]
 pp = [1, 2, 4, 8]
-ep = [1, 2, 4, 8]
-cp = [1, 2]
+{ep}cp = [1, 2]
 recompute = ["none", "selective", "full"]
 zero = [0, 1]
 inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, 64] }}
@@ -101,9 +102,14 @@ def sweep_run(spec: Path, out: Path, cache: Path) -> tuple[int, float, float]:
 
 def run_section(tmp: Path, runs: int) -> None:
     specs = {}
-    for label, model, ep, n_bw in (("MoE", MOE, "ep = [1, 2, 4, 8, 16, 32, 64, 128]\n", 391), ("dense", DENSE, "", 3128)):
+    for label, model, ep, n_bw in (
+        ("MoE", MOE, "ep = [1, 2, 4, 8, 16, 32, 64, 128]\n", 391),
+        ("dense", DENSE, "", 3128),
+    ):
         path = tmp / f"{label}.toml"
-        path.write_text(RUN_SPEC.format(name=f"bench-{label}", model=model, machine=MACHINE, ep=ep, n_bw=n_bw))
+        path.write_text(
+            RUN_SPEC.format(name=f"bench-{label}", model=model, machine=MACHINE, ep=ep, n_bw=n_bw)
+        )
         specs[label] = (model, path)
     print(f"\n(m) sweep run, every row written, fresh processes (median of {runs}, alternating, warm cache)")
     cache = tmp / "jax-cache"
@@ -125,16 +131,12 @@ def run_section(tmp: Path, runs: int) -> None:
     print(f"{'ratio MoE / dense':<28} {'':>10} {ratio:>12.2f}")
 
 
-def kernel_section(tmp: Path, reps: int) -> None:
+def kernel_rates(tmp: Path, model: str, ep: str, reps: int) -> dict[str, list[float]]:
+    """Each strategy's (materialised, top-1) configurations/s on ``model``'s kernel grid."""
     chunk, reduce_chunk = ROWS_CHUNK, REDUCE_CHUNK
-    print(
-        f"\n(k) {MOE} on {MACHINE}, configurations/s;"
-        f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
-    )
-    print(f"{'strategy':<22} {'materialised':>14} {'top-1':>14}")
-    path = tmp / "moe-kernel.toml"
+    path = tmp / f"kernel-{model}.toml"
     n_alpha = max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6)))
-    path.write_text(KERNEL_SPEC.format(model=MOE, machine=MACHINE, n_alpha=n_alpha))
+    path.write_text(KERNEL_SPEC.format(model=model, machine=MACHINE, ep=ep, n_alpha=n_alpha))
     rates = {}
     for job in plan(load_spec(path)).jobs:
         net, machine, values = device_inputs(job, np.float32)
@@ -153,9 +155,28 @@ def kernel_section(tmp: Path, reps: int) -> None:
             else:
                 out.append(median_rate(lambda *a, f=fn: f(*a).count, calls, n, reps))
         rates[job.strategy] = out
-        print(f"{job.strategy:<22} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)", flush=True)
-    mine, data = rates["data+tensor+pipeline"], rates["data"]
-    print(f"{'ratio to data':<22} {mine[0] / data[0]:>14.2f} {mine[1] / data[1]:>14.2f}")
+        print(
+            f"{model:<16} {job.strategy:<22} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)",
+            flush=True,
+        )
+    return rates
+
+
+def kernel_section(tmp: Path, reps: int) -> None:
+    print(
+        f"\n(k) kernels on {MACHINE}, configurations/s;"
+        f" chunk 2^{ROWS_CHUNK.bit_length() - 1} materialised, 2^{REDUCE_CHUNK.bit_length() - 1} reducing"
+    )
+    print(f"{'model':<16} {'strategy':<22} {'materialised':>14} {'top-1':>14}")
+    moe = kernel_rates(tmp, MOE, "ep = [1, 2, 4, 8]\n", reps)
+    dense = kernel_rates(tmp, DENSE, "", reps)
+    for label, (a, b) in (
+        (f"{MOE}: data+tensor+pipeline / data", (moe["data+tensor+pipeline"], moe["data"])),
+        (f"{DENSE}: data+tensor+pipeline / data", (dense["data+tensor+pipeline"], dense["data"])),
+        ("data+tensor+pipeline: MoE / dense", (moe["data+tensor+pipeline"], dense["data+tensor+pipeline"])),
+        ("data: MoE / dense", (moe["data"], dense["data"])),
+    ):
+        print(f"{label:<39} {a[0] / b[0]:>14.2f} {a[1] / b[1]:>14.2f}")
 
 
 def timed(command: list[str], cache: Path) -> float:
@@ -168,7 +189,11 @@ def timed(command: list[str], cache: Path) -> float:
 
 def estimate_section(tmp: Path) -> None:
     estimate = [sys.executable, "-m", "sweep.cli", *ESTIMATE]
-    start = [sys.executable, "-c", "import sweep.cli.main, jax.numpy as jnp; jnp.zeros(1).block_until_ready()"]
+    start = [
+        sys.executable,
+        "-c",
+        "import sweep.cli.main, jax.numpy as jnp; jnp.zeros(1).block_until_ready()",
+    ]
     cold = timed(estimate, tmp / "empty-cache")
     cache = tmp / "estimate-cache"
     timed(estimate, cache)
