@@ -6,13 +6,15 @@ run at the answered domain size and the one below it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import sweep
 
 #: NVIDIA's published DeepSeek-V3 split on 1,024 H100s (grids/measurements/published_h100_public.csv):
 #: tp 2, pp 8, vp 4, ep 64, FP8, 8,192 sequences an iteration, micro-batches of one sequence.
-SPLIT = dict(p=1024, global_batch=8192, tp=2, pp=8, ep=64, vp=4, sp=1, precision="fp8", recompute="full",
+SPLIT: dict[str, Any] = dict(p=1024, global_batch=8192, tp=2, pp=8, ep=64, vp=4, sp=1, precision="fp8", recompute="full",
              zero=1, micro_batch=1)  # fmt: skip
 
 
