@@ -19,7 +19,7 @@ from sweep.inputs.configs import Bound
 from sweep.inputs.machines import load_machine
 from sweep.inputs.models import load_model
 
-FSDP = {"tp": [1], "pp": [1], "zero": [3]}
+FSDP = {"tp": [1], "pp": [1], "cp": [1], "zero": [3]}
 
 
 def test_hbm_that_makes_fsdp_only_llama3_70b_fit():
@@ -84,7 +84,7 @@ def test_network_for_40_percent_mfu_of_llama31_405b_on_16k_gpus():
     assert best["feasible"] and best["mfu"] >= 0.4
     assert a.other_at < a.threshold and all(r["mfu"] < 0.4 or not r["feasible"] for r in a.other)
     # the same configuration by estimate, at the answer and 1e-6 below it
-    config = {k: best[k] for k in ("tp", "pp", "zero", "recompute", "vp", "sp", "micro_batch")}
+    config = {k: best[k] for k in ("tp", "pp", "cp", "zero", "recompute", "vp", "sp", "micro_batch")}
     for value, reaches in ((a.threshold, True), (a.threshold * (1 - 1e-6), False)):
         one = sweep.estimate("llama3.1-405b", "dgx-h100", "data+tensor+pipeline", p=16384, global_batch=2048,
                              set={"inter_bandwidth_Bps": value}, **config)  # fmt: skip

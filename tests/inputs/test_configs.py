@@ -162,8 +162,7 @@ def test_rows_that_cannot_exist():
     # chunks are more than the 4
     assert impossible(s, net, 2, 8, 2, own(pp=2, vp=2)) is None
     assert impossible(s, net, 2, 8, 2, own(pp=2, vp=3)) == (
-        "pp x vp = 6 model chunks are more than the model's 2 blocks with the embedding and the "
-        "loss (max_p)"
+        "pp x vp = 6 model chunks are more than the model's 2 blocks with the embedding and the loss (max_p)"
     )
     # issue 38, defect 7: vp > 1 without pipeline stages is refused (Megatron-LM refuses it)
     assert impossible(s, net, 1, 8, 1, own(pp=1, vp=2)).endswith("(schedule)")

@@ -100,7 +100,9 @@ def test_codesign_refuses_a_switch_or_a_choice(param, kind):
     with pytest.raises(InputError) as err:
         sweep.codesign("gpt3-1.3b", "selene", "data+tensor+pipeline", param, p=8, B=8, target="t_iter_s <= 1")
     text = str(err.value)
-    assert "\n" not in text and re.search(rf"^param {param} is {kind}: co-design varies a number over a range", text)
+    assert "\n" not in text and re.search(
+        rf"^param {param} is {kind}: co-design varies a number over a range", text
+    )
     assert err.value.param == ("param",)
 
 
