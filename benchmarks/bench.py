@@ -396,18 +396,10 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
 """
 
 
-def transformer_table(tmp: Path, chunk: int, reduce_chunk: int, reps: int = 5) -> None:
-    """Section (t): data+tensor+pipeline beside data on GPT-3 175B, configurations/s, in one run,
-    on section (a)'s grid shape (64 bandwidths x 640 latencies inside the configuration axes)."""
-    print(
-        "\n(t) GPT-3 175B (963 layers) on a100-ib800, configurations/s;"
-        f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
-    )
-    print(f"{'strategy':<22} {'materialised':>14} {'top-1':>14}")
-    path = tmp / "gpt-kernel.toml"
-    path.write_text(
-        TRANSFORMER_SPEC.format(n_alpha=max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6))))
-    )
+def job_rates(path: Path, chunk: int, reduce_chunk: int, reps: int, label) -> dict[str, list[float]]:
+    """Each job's (materialised, top-1) configurations/s on spec ``path``: four chunks spread over
+    the job at ``chunk`` (every column to the host) and ``reduce_chunk`` (reduced to the top 1 on
+    the device), the median of ``reps`` runs of each; a line per job, ``label(job, rates)`` first."""
     rates = {}
     for job in plan(load_spec(path)).jobs:
         net, machine, values = device_inputs(job, np.float32)
@@ -426,7 +418,23 @@ def transformer_table(tmp: Path, chunk: int, reduce_chunk: int, reps: int = 5) -
             else:
                 out.append(median_rate(lambda *a, f=fn: f(*a).count, calls, n, reps))
         rates[job.strategy] = out
-        print(f"{job.strategy:<22} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)", flush=True)
+        print(f"{label(job, out)} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)", flush=True)
+    return rates
+
+
+def transformer_table(tmp: Path, chunk: int, reduce_chunk: int, reps: int = 5) -> None:
+    """Section (t): data+tensor+pipeline beside data on GPT-3 175B, configurations/s, in one run,
+    on section (a)'s grid shape (64 bandwidths x 640 latencies inside the configuration axes)."""
+    print(
+        "\n(t) GPT-3 175B (963 layers) on a100-ib800, configurations/s;"
+        f" chunk 2^{chunk.bit_length() - 1} materialised, 2^{reduce_chunk.bit_length() - 1} reducing"
+    )
+    print(f"{'strategy':<22} {'materialised':>14} {'top-1':>14}")
+    path = tmp / "gpt-kernel.toml"
+    path.write_text(
+        TRANSFORMER_SPEC.format(n_alpha=max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6))))
+    )
+    rates = job_rates(path, chunk, reduce_chunk, reps, lambda job, out: f"{job.strategy:<22}")
     mine, data = rates["data+tensor+pipeline"], rates["data"]
     print(f"{'ratio to data':<22} {mine[0] / data[0]:>14.2f} {mine[1] / data[1]:>14.2f}")
 

@@ -37,15 +37,9 @@ from pathlib import Path
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax
-import numpy as np
 
-from benchmarks.bench import SUMMARY, median_rate
-from sweep.engine.filters import known_front
-from sweep.engine.index import decode_info
-from sweep.engine.program import build_chunk_fn, device_inputs
+from benchmarks.bench import SUMMARY, job_rates
 from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK
-from sweep.inputs.grid import load_spec, plan
-from sweep.reduce.keep import Keep
 
 MOE, DENSE, MACHINE = "qwen3-235b-a22b", "gpt3-175b", "dgx-h100"
 
@@ -137,29 +131,7 @@ def kernel_rates(tmp: Path, model: str, ep: str, reps: int) -> dict[str, list[fl
     path = tmp / f"kernel-{model}.toml"
     n_alpha = max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6)))
     path.write_text(KERNEL_SPEC.format(model=model, machine=MACHINE, ep=ep, n_alpha=n_alpha))
-    rates = {}
-    for job in plan(load_spec(path)).jobs:
-        net, machine, values = device_inputs(job, np.float32)
-        out = []
-        for size, keep in ((chunk, Keep("all")), (reduce_chunk, Keep("top", ("t_epoch_s",), 1))):
-            n = min(size, job.size)
-            last = max(job.size // size - 1, 0)
-            starts = sorted({round(last * f) * size for f in (0, 1 / 3, 2 / 3, 1)})
-            calls = [
-                (net, machine, values, decode_info(job, a, size), np.int32(n), known_front(None, np.float32))
-                for a in starts
-            ]
-            fn, _ = build_chunk_fn(job, size, keep, np.float32)
-            if keep.kind == "all":
-                out.append(median_rate(lambda *a, f=fn: jax.tree.map(np.asarray, f(*a)), calls, n, reps))
-            else:
-                out.append(median_rate(lambda *a, f=fn: f(*a).count, calls, n, reps))
-        rates[job.strategy] = out
-        print(
-            f"{model:<16} {job.strategy:<22} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)",
-            flush=True,
-        )
-    return rates
+    return job_rates(path, chunk, reduce_chunk, reps, lambda job, out: f"{model:<16} {job.strategy:<22}")
 
 
 def kernel_section(tmp: Path, reps: int) -> None:
