@@ -15,11 +15,15 @@ from kernels.machine import Machine
 from kernels.network import Net
 from kernels.transformer import CORE
 
-#: Bytes per logit alive at once while the loss runs: the 16-bit logits (2), their FP32 copy (4)
-#: and the FP32 log-probabilities the loss keeps for its backward pass (4): PyTorch's unfused
-#: cross-entropy on logits cast to FP32, as torchtitan calls it (its training step frees the
-#: logits only before the backward pass). Megatron-LM's fused vocabulary-parallel cross-entropy
-#: holds less; the term takes the unfused loss for both.
+#: Bytes per logit the loss adds while it runs, beyond the output layer's 16-bit logits (its
+#: output, already among its activations: a layer outside the blocks keeps x + y). PyTorch's
+#: unfused cross-entropy on logits cast to FP32, as torchtitan calls it, holds at most 12 bytes
+#: per logit: in the forward pass the 16-bit logits (2), their FP32 copy (4) and the FP32
+#: log-probabilities it keeps (4), 10; in the backward pass, after the training step has freed
+#: the 16-bit logits, the log-probabilities, their gradient (4, the negative log-likelihood's)
+#: and the FP32 logits' gradient (4) that log-softmax's backward writes, 12. Beyond the 2
+#: counted, 10. Megatron-LM's fused vocabulary-parallel cross-entropy holds less; the term takes
+#: the unfused loss for both.
 LOGIT_BYTES = 10.0
 
 

@@ -78,6 +78,9 @@ class Machine(NamedTuple):
     moe_imbalance: Array = _DEFAULT["moe_imbalance"]
     #: memory per GPU beside states and activations (B): library workspaces (docs/model.md §20)
     mem_workspace_bytes: Array = _DEFAULT["mem_workspace_bytes"]
+    #: a code of kernels.names.SELECTIVE_POLICIES: what selective recomputation runs again, 0 the
+    #: attention core (Megatron-LM), 1 torchtitan's per-operation policy (docs/model.md §21)
+    selective_recompute: Array = _DEFAULT["selective_recompute"]
 
 
 #: The scalar parameters that set a machine's per-level inter-node arrays.

@@ -46,6 +46,10 @@ MEMORY_MODELS: dict[str, int] = PARAMS["memory_model"].codes
 #: A fused ("flash") attention keeps no ``a s^2`` scores for the backward pass.
 ATTENTIONS: dict[str, int] = PARAMS["attention"].codes
 
+#: Selective recomputation's policies (docs/model.md §21), machine key ``selective_recompute``:
+#: Megatron-LM's (the attention core again) or torchtitan's per-operation one ("op").
+SELECTIVE_POLICIES: dict[str, int] = PARAMS["selective_recompute"].codes
+
 #: The categorical machine settings: each one's names, in code order (the code the kernels see
 #: is the index). Sweep output writes a swept one's column as these names, as it writes a
 #: strategy's categorical axis (:attr:`kernels.strategies.registry.Axis.choices`). A new

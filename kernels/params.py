@@ -382,6 +382,15 @@ def _memory() -> list[Param]:
             8.0 * 4.0 * 2.0**20,
             low_open=False,
         ),
+        Param(
+            "selective_recompute",
+            "",
+            CHOICE,
+            "selective recomputation's policy: attention (Megatron-LM's, the attention core "
+            "again) or op (torchtitan's, all but every other matmul and the attention)",
+            0.0,
+            choices=("attention", "op"),
+        ),
     ]
 
 

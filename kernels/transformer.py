@@ -39,26 +39,36 @@ import numpy as np
 
 from kernels import kinds
 from kernels._types import Array
+from kernels.activations import (
+    SCORE_PASSES,
+    block_mask,
+    korthikanti,
+    memory_traffic,
+    op_again,
+    op_kept,
+)
 from kernels.experts import ExpertTable, expert_table
 from kernels.partition import (
     Stages,
     block_firsts,
-    block_starts,
     decreasing_hulls,
     envelope,
     stack_padded,
 )
 from kernels.strategies.registry import RECOMPUTE  # noqa: F401  (the ``recompute`` axis's codes, §16)
 
-NONE, SELECTIVE, FULL = 0, 1, 2
+#: The tables' recomputation modes: the ``recompute`` axis's codes, and OP, selective recomputation
+#: under torchtitan's per-operation policy (machine ``selective_recompute``, docs/model.md §21).
+NONE, SELECTIVE, FULL, OP = 0, 1, 2, 3
+MODES = 4
 
 
 class StageMisc(NamedTuple):
-    """Scalars per recomputation mode r and stage count pp (each ``[3, P+1]``) of the largest
+    """Scalars per recomputation mode r and stage count pp (each ``[MODES, P+1]``) of the largest
     stage, by term (docs/model.md §16): the tensor-parallel allreduces per micro-batch and their
     elements per sample; the pipeline send, the output of the partition's largest stage boundary
     (the pipeline table's); for full recomputation the total and split activations of one block
-    (recomputed at a time); the host's operations launched per micro-batch; the memory-bound
+    (recomputed at a time; under OP what it does not keep); the host's operations launched per micro-batch; the memory-bound
     kernels' traffic per sample (total, split) and the attention scores' part of it (all split
     over tp), which a fused attention does not move."""
 
@@ -81,28 +91,29 @@ class TransformerTable(NamedTuple):
 
     Per-sample quantities of the largest stage of the pp-stage partition, as the upper
     envelope of lines ``total - split z`` (last axis: total, split), zero-padded: training
-    FLOPs (selective adds the attention core's forward, full is 4/3 of none), activations
-    kept per micro-batch in flight (x+y and attention scores; selective without the
-    attention layers'; full the block inputs, one line), weights; ``misc`` the scalars of
+    FLOPs (selective adds the attention core's forward, full is 4/3 of none, OP the forward of
+    half the GEMMs and of the memory-bound kinds inside the blocks), activations kept per
+    micro-batch in flight (x+y and attention scores; selective without the attention layers';
+    full the block inputs and the layers' outside the blocks; OP :func:`op_kept`'s), weights; ``misc`` the scalars of
     :class:`StageMisc`.
     """
 
     heads: Array  # key/value heads tp must divide (gcd over attention layers; 1 if none)
-    flops: Array  # [3, P+1, H, 2]
+    flops: Array  # [MODES, P+1, H, 2]
     #: the per-kind FLOPs and |x|+|y| of each line of ``flops`` (its stage), for the roofline
-    flops_kind: Array  # [3, P+1, H, 2, KINDS]
-    traffic_kind: Array  # [3, P+1, H, 2, KINDS]
-    act: Array  # [3, P+1, H, 2]
+    flops_kind: Array  # [MODES, P+1, H, 2, KINDS]
+    traffic_kind: Array  # [MODES, P+1, H, 2, KINDS]
+    act: Array  # [MODES, P+1, H, 2]
     w: Array  # [P+1, H, 2]
-    misc: StageMisc  # each [3, P+1]
+    misc: StageMisc  # each [MODES, P+1]
     #: the training FLOPs of each line of ``flops`` by GEMM class, and each class's shape
     #: (:func:`gemm_classes`), for the GEMMs' time by shape (docs/model.md §16)
-    gemm_flops: Array  # [3, P+1, H, 2, C]
+    gemm_flops: Array  # [MODES, P+1, H, 2, C]
     #: role, then (C, F, s, C, s) of a linear or (h, a, s, a d_qk, keys) of an attention core
     gemm_shape: Array  # [C, 6]
     #: the first stage's line of ``act`` (total, split), which holds the most micro-batches in
     #: flight under 1F1B (docs/model.md §16)
-    act_first: Array  # [3, P+1, 2]
+    act_first: Array  # [MODES, P+1, 2]
     #: a mixture of experts' expert weights and all-to-alls (docs/model.md §17; zeros when dense)
     moe: ExpertTable
     #: the logits per sample: the last layer's output elements when it is a linear (the output
@@ -110,9 +121,6 @@ class TransformerTable(NamedTuple):
     logits: Array = 0.0
 
 
-#: Kinds whose time is their FLOPs (GEMMs); the others are memory-bound (docs/model.md §16,
-#: :attr:`kernels.kinds.Kind.memory_bound`).
-GEMM_KINDS = tuple(k.name for k in kinds.TABLE if not k.memory_bound)
 #: Roles of a GEMM class (docs/model.md §16): a column-parallel linear (output features split over
 #: tp), a row-parallel linear (input features split), an attention core (heads split), a grouped
 #: expert GEMM (its tokens split over tp, its experts over ep, its features over etp; §17).
@@ -120,9 +128,6 @@ COLUMN, ROW, CORE, EXPERT = 0, 1, 2, 3
 #: A layer's tensor-parallel role codes (:data:`kernels.kinds.ROLES`; not the GEMM classes' above).
 ROLE_REPLICATED, ROLE_COLUMN, ROLE_ROW = kinds.REPLICATED, kinds.COLUMN, kinds.ROW
 ROLE_CORE, ROLE_VOCAB, ROLE_SPLIT, ROLE_EXPERT = kinds.CORE, kinds.VOCAB, kinds.SPLIT, kinds.EXPERT
-#: Passes over the attention scores in the forward pass: QK^T writes them, softmax reads and
-#: writes them, dropout reads and writes them, the weighted sum reads them.
-SCORE_PASSES = 6.0
 
 #: Operations (GPU kernels, each one framework call) a layer of each kind launches per micro-batch
 #: in the forward and in the backward pass, as Megatron-LM's GPT layer does (docs/model.md §16):
@@ -238,62 +243,6 @@ def gemm_classes(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray,
     return cls, shapes
 
 
-def block_mask(names: np.ndarray) -> np.ndarray:
-    """The layers of a transformer's blocks (docs/model.md §16): from each block's first layer
-    (:func:`kernels.partition.block_firsts`) to the layer before the next block's, the last block as long as the one before it
-    (through its last ``add`` when it is the only one)."""
-    attention = np.flatnonzero(names == "attention")
-    out = np.zeros(len(names), dtype=bool)
-    if not attention.size:
-        return out
-    first = int(block_firsts(names)[0])
-    starts = [first, *block_starts(names).tolist()]
-    if len(starts) > 1:
-        end = starts[-1] + starts[-1] - starts[-2]
-    else:
-        adds = np.flatnonzero((names == "add") & (np.arange(len(names)) > attention[0]))
-        end = int(adds[-1]) + 1 if adds.size else int(attention[0]) + 1
-    out[first : min(end, len(names))] = True
-    return out
-
-
-def korthikanti(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, role: np.ndarray):
-    """Activations each layer of a transformer block keeps for its backward pass, per sample, in
-    16-bit elements, as Korthikanti et al. 2022 count them (§4.1, Table 2): each kind's
-    :attr:`kernels.kinds.Kind.block_kept` and ``block_scores``, split over tp where the layer's
-    role splits its input (row-parallel, attention core, split element-wise). A GPT block
-    (layernorms, QKV, attention, projection, add, MLP-up, GeLU, MLP-down, add) comes to
-    ``s h (34 + 5 a s / h)`` bytes, of which ``s h (24 + 5 a s / h)`` split over tp (the rest,
-    10 s h: the layernorms' and column-parallel linears' inputs and the dropout masks,
-    replicated), and without the attention core's ``5 a s^2`` (selective recomputation, or a
-    fused attention) ``34 s h`` of which ``24 s h`` split. Returns per layer (total, split,
-    selective total, selective split)."""
-    kept, scores = np.zeros(len(names)), np.zeros(len(names))
-    for record in kinds.TABLE:
-        rows = names == record.name
-        if rows.any() and record.block_kept is not None:
-            kept[rows] = record.block_kept(x[rows], w[rows], y[rows])
-        if rows.any() and record.block_scores is not None:
-            scores[rows] = record.block_scores(x[rows], w[rows], y[rows])
-    split = np.isin(role, (ROLE_ROW, ROLE_CORE, ROLE_SPLIT, ROLE_EXPERT))
-    total = kept + scores
-    return total, np.where(split, total, 0.0), kept, np.where(split, kept, 0.0)
-
-
-def memory_traffic(names, x, y, act, split) -> tuple[np.ndarray, np.ndarray]:
-    """Per layer, the elements per sample a memory-bound kernel reads and writes in the forward
-    pass (docs/model.md §16), and the part of it split over tp: its input and output (x + y) for
-    every kind but the GEMMs, and for attention :data:`SCORE_PASSES` passes over its ``a s^2``
-    scores (``act - x - y``). Split where the layer's work is (attention, the element-wise kinds
-    between a column- and a row-parallel layer), not for the embedding, whose output is whole."""
-    x_elems, y_elems = np.prod(x, axis=1), np.prod(y, axis=1)
-    attention = names == "attention"
-    scores = np.where(attention, act - x_elems - y_elems, 0.0)
-    gemm = np.isin(names, GEMM_KINDS)
-    traffic = np.where(gemm, 0.0, x_elems + y_elems + SCORE_PASSES * scores)
-    return traffic, traffic * split * (names != "embedding")
-
-
 class _Compute(NamedTuple):
     """Per layer, the compute term's quantities: training FLOPs ``[G]``, FLOPs and ``|x|+|y|``
     by kind ``[G, KINDS]`` and FLOPs by GEMM class ``[G, C]``; each with its part split over tp
@@ -311,20 +260,33 @@ class _Compute(NamedTuple):
     gk: np.ndarray
     gk_split: np.ndarray
     attn_gk: np.ndarray
+    #: the forward torchtitan's per-operation policy runs again (:func:`op_again`), its split part
+    op_fwd: np.ndarray
+    op_fwd_split: np.ndarray
+    op_fk: np.ndarray
+    op_fk_split: np.ndarray
+    op_tk: np.ndarray
+    op_tk_split: np.ndarray
+    op_gk: np.ndarray
+    op_gk_split: np.ndarray
 
 
 class _Memory(NamedTuple):
     """Per layer, the memory term's quantities: activations kept per sample without and with
-    selective recomputation (total and split over tp), weights, the block input full
-    recomputation keeps."""
+    selective recomputation and under the per-operation policy (total and split over tp),
+    weights, and what full recomputation keeps: the block inputs, and the activations of the
+    layers outside the blocks, which it does not checkpoint."""
 
     act: np.ndarray
     act_split: np.ndarray
     act_sel: np.ndarray
     act_split_sel: np.ndarray
+    act_op: np.ndarray
+    act_split_op: np.ndarray
     w: np.ndarray
     w_split: np.ndarray
     kept: np.ndarray
+    kept_split: np.ndarray
 
 
 class _Tensor(NamedTuple):
@@ -345,6 +307,7 @@ class _Host(NamedTuple):
     ops: np.ndarray
     ops_sel: np.ndarray
     ops_full: np.ndarray
+    ops_op: np.ndarray
     traffic_none: np.ndarray
     traffic_selective: np.ndarray
     traffic_full: np.ndarray
@@ -354,6 +317,9 @@ class _Host(NamedTuple):
     scores_none: np.ndarray
     scores_selective: np.ndarray
     scores_full: np.ndarray
+    traffic_op: np.ndarray
+    split_op: np.ndarray
+    scores_op: np.ndarray
 
 
 class _Lines(NamedTuple):
@@ -372,6 +338,11 @@ class _Lines(NamedTuple):
     act: list
     act_sel: list
     kept: list
+    flops_op: list
+    fk_op: list
+    tk_op: list
+    gk_op: list
+    act_op: list
 
 
 def _compute_terms(names, x, w, y, flops, fk, tk, roles: _Layers) -> tuple[_Compute, np.ndarray]:
@@ -381,6 +352,8 @@ def _compute_terms(names, x, w, y, flops, fk, tk, roles: _Layers) -> tuple[_Comp
     cls, shapes = gemm_classes(names, x, w, y, roles.row)
     gk = np.zeros((len(names), len(shapes)))
     gk[cls >= 0, cls[cls >= 0]] = flops[cls >= 0]
+    # training FLOPs are three forwards (§3): the fraction of one that OP runs again
+    again = op_again(names) / 3.0
     compute = _Compute(
         flops=flops,
         flops_split=flops * roles.split,
@@ -394,6 +367,14 @@ def _compute_terms(names, x, w, y, flops, fk, tk, roles: _Layers) -> tuple[_Comp
         gk=gk,
         gk_split=gk * split,
         attn_gk=gk * attention[:, None] / 3.0,
+        op_fwd=flops * again,
+        op_fwd_split=flops * roles.split * again,
+        op_fk=fk * again[:, None],
+        op_fk_split=fk * split * again[:, None],
+        op_tk=tk * again[:, None],
+        op_tk_split=tk * split * again[:, None],
+        op_gk=gk * again[:, None],
+        op_gk_split=gk * split * again[:, None],
     )
     return compute, shapes
 
@@ -402,26 +383,36 @@ def _memory_terms(names, x, w, y, act, role, roles: _Layers) -> _Memory:
     """The memory term per layer: inside the blocks Korthikanti et al.'s count, elsewhere x + y."""
     in_block = block_mask(names)
     kt, ks, kt_sel, ks_sel = korthikanti(names, x, w, y, role)
+    kt_op, ks_op = op_kept(names, x, w, y, role, roles.kept)
     return _Memory(
         act=np.where(in_block, kt, act),
         act_split=np.where(in_block, ks, roles.act_split),
         act_sel=np.where(in_block, kt_sel, act),
         act_split_sel=np.where(in_block, ks_sel, roles.act_split),
+        act_op=np.where(in_block, kt_op, act),
+        act_split_op=np.where(in_block, ks_op, roles.act_split),
         # the expert weights are kernels.experts' (split over ep x etp, not tp)
         w=np.where(role == ROLE_EXPERT, 0.0, np.prod(w, axis=1)),
         w_split=roles.w_split,
-        kept=roles.kept,
+        # full recomputation checkpoints the blocks: the layers outside them keep theirs
+        kept=np.where(in_block, roles.kept, act),
+        kept_split=np.where(in_block, 0.0, roles.act_split),
     )
 
 
-def _block_work(names, x, w, y, act, role, roles: _Layers) -> tuple[float, float]:
+def _block_work(names, x, w, y, act, role, roles: _Layers) -> tuple[tuple[float, float], tuple[float, float]]:
     """One block's activations while full recomputation rebuilds it (Korthikanti et al.'s
-    count), total and split; without attention the whole network's."""
+    count), total and split, without attention the whole network's; and what torchtitan's
+    per-operation policy rebuilds of it beside what it keeps (:func:`op_kept`)."""
     attention = names == "attention"
     in_block = block_mask(names)
     kt, ks = (np.where(in_block, v, 0.0) for v in korthikanti(names, x, w, y, role)[:2])
+    kt_op, ks_op = (np.where(in_block, v, 0.0) for v in op_kept(names, x, w, y, role, roles.kept))
     blocks = max(int(attention.sum()), 1)
-    return (kt.sum() / blocks, ks.sum() / blocks) if attention.any() else (act.sum(), roles.act_split.sum())
+    if not attention.any():
+        return (act.sum(), roles.act_split.sum()), (0.0, 0.0)
+    full = (kt.sum() / blocks, ks.sum() / blocks)
+    return full, (full[0] - kt_op.sum() / blocks, full[1] - ks_op.sum() / blocks)
 
 
 def _tensor_terms(roles: _Layers) -> _Tensor:
@@ -440,11 +431,13 @@ def _host_terms(names, x, y, act, roles: _Layers) -> _Host:
     fwd_ops, bwd_ops = (np.array([OPS_PER_KIND.get(k, (1, 1))[j] for k in names], float) for j in (0, 1))
     scores = SCORE_PASSES * np.where(attention, act - np.prod(x, axis=1) - np.prod(y, axis=1), 0.0)
     total, split, score = [], [], []
-    for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic)):
+    op = op_again(names)
+    for mode, again in enumerate((0.0 * traffic, traffic * attention, traffic, traffic * op)):
         total.append(3.0 * traffic + again)
         split.append(3.0 * traffic_split + again * (traffic_split > 0))
-        score.append((3.0 + (mode > 0)) * scores)
-    return _Host(fwd_ops + bwd_ops, fwd_ops * attention, fwd_ops, *total, *split, *score)
+        score.append((3.0 + (mode in (SELECTIVE, FULL))) * scores)
+    ops = [fwd_ops + bwd_ops, fwd_ops * attention, fwd_ops, fwd_ops * op]
+    return _Host(*(ops + total[:3] + split[:3] + score[:3] + [total[3], split[3], score[3]]))
 
 
 def _stage_sums(record, units, stages: Stages, pp: int):
@@ -468,20 +461,35 @@ def _add_lines(lines: _Lines, c: _Compute, m: _Memory) -> None:
     lines.w.append((m.w, m.w_split))
     lines.act.append((m.act, m.act_split))
     lines.act_sel.append((m.act_sel, m.act_split_sel))
-    lines.kept.append((np.array([m.kept.max()]), np.zeros(1)))
+    lines.kept.append((m.kept, m.kept_split))
+    lines.flops_op.append((c.flops + c.op_fwd, c.flops_split + c.op_fwd_split))
+    lines.fk_op.append((c.fk + c.op_fk, c.fk_split + c.op_fk_split))
+    lines.tk_op.append((c.tk + c.op_tk, c.tk_split + c.op_tk_split))
+    lines.gk_op.append((c.gk + c.op_gk, c.gk_split + c.op_gk_split))
+    lines.act_op.append((m.act_op, m.act_split_op))
 
 
 def _fill_misc(misc: StageMisc, pp: int, t: _Tensor, h: _Host, boundary: float, work) -> None:
     """Row pp of every mode of :class:`StageMisc` from one stage count's sums."""
     misc.y_boundary[:, pp] = boundary
     fc, bc, fe, be = t
+    # OP keeps the reduce-scatters' outputs (torchtitan's policy saves them): no allreduce again
     misc.ar_count[:2, pp], misc.ar_elems[:2, pp] = (fc + bc).max(), (fe + be).max()
+    misc.ar_count[OP, pp], misc.ar_elems[OP, pp] = (fc + bc).max(), (fe + be).max()
     misc.ar_count[FULL, pp], misc.ar_elems[FULL, pp] = (2 * fc + bc).max(), (2 * fe + be).max()
-    misc.work_total[FULL, pp], misc.work_split[FULL, pp] = work
+    (
+        (misc.work_total[FULL, pp], misc.work_split[FULL, pp]),
+        (misc.work_total[OP, pp], misc.work_split[OP, pp]),
+    ) = work
     # per micro-batch: forward and backward, full recomputation a second forward, selective
-    # the attention cores' forward again
-    misc.ops[:, pp] = h.ops.max(), (h.ops + h.ops_sel).max(), (h.ops + h.ops_full).max()
-    modes = zip(h[3:6], h[6:9], h[9:12], strict=True)
+    # the attention cores' forward again, OP its share of the blocks' forward
+    misc.ops[:, pp] = (
+        h.ops.max(),
+        (h.ops + h.ops_sel).max(),
+        (h.ops + h.ops_full).max(),
+        (h.ops + h.ops_op).max(),
+    )
+    modes = zip((*h[4:7], h.traffic_op), (*h[7:10], h.split_op), (*h[10:13], h.scores_op), strict=True)
     for mode, (total, split, scores) in enumerate(modes):
         misc.traffic_total[mode, pp] = total.max()
         misc.traffic_split[mode, pp] = split.max()
@@ -529,7 +537,7 @@ def transformer_table(
     units = [[stages.per_unit(v) for v in record] for record in layer]
     lines = _Lines(*([] for _ in _Lines._fields))
     n = len(stages.parts)
-    misc = StageMisc(*(np.zeros((3, n + 1)) for _ in StageMisc._fields))
+    misc = StageMisc(*(np.zeros((MODES, n + 1)) for _ in StageMisc._fields))
     work = _block_work(names, x, w, y, act, role, roles)
     y_elems = np.prod(y, axis=1)
     for pp in range(1, n + 1):
@@ -558,22 +566,24 @@ def kv_groups(names: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
 def _envelopes(
     lines: _Lines, misc: StageMisc, heads, shapes: np.ndarray, moe: ExpertTable
 ) -> TransformerTable:
-    """The tables' upper envelopes per recomputation mode (none, selective, full)."""
-    hulls, sel = decreasing_hulls(lines.flops), decreasing_hulls(lines.flops_sel)
-    plain = envelope(lines.flops, hulls)
-    fk_plain, tk_plain = envelope(lines.fk, hulls), envelope(lines.tk, hulls)
-    gk_plain = envelope(lines.gk, hulls)
+    """The tables' upper envelopes per recomputation mode (none, selective, full, OP)."""
+    hulls = [decreasing_hulls(v) for v in (lines.flops, lines.flops_sel, lines.flops_op)]
+
+    def modes(plain, sel, op):  # full recomputation: 4/3 of none, on none's hulls
+        none = envelope(plain, hulls[0])
+        return stack_padded([none, envelope(sel, hulls[1]), none * (4.0 / 3.0), envelope(op, hulls[2])])
+
     return TransformerTable(
         heads=heads,
-        flops=stack_padded([plain, envelope(lines.flops_sel, sel), plain * (4.0 / 3.0)]),
-        flops_kind=stack_padded([fk_plain, envelope(lines.fk_sel, sel), fk_plain * (4.0 / 3.0)]),
-        traffic_kind=stack_padded([tk_plain, envelope(lines.tk_sel, sel), tk_plain * (4.0 / 3.0)]),
-        act=stack_padded([envelope(lines.act), envelope(lines.act_sel), envelope(lines.kept)]),
+        flops=modes(lines.flops, lines.flops_sel, lines.flops_op),
+        flops_kind=modes(lines.fk, lines.fk_sel, lines.fk_op),
+        traffic_kind=modes(lines.tk, lines.tk_sel, lines.tk_op),
+        act=stack_padded([envelope(v) for v in (lines.act, lines.act_sel, lines.kept, lines.act_op)]),
         w=envelope(lines.w),
         misc=misc,
-        gemm_flops=stack_padded([gk_plain, envelope(lines.gk_sel, sel), gk_plain * (4.0 / 3.0)]),
+        gemm_flops=modes(lines.gk, lines.gk_sel, lines.gk_op),
         gemm_shape=shapes.astype(np.float64),
-        act_first=_first_lines([lines.act, lines.act_sel, lines.kept]),
+        act_first=_first_lines([lines.act, lines.act_sel, lines.kept, lines.act_op]),
         moe=moe,
     )
 

@@ -26,11 +26,11 @@ from kernels import gemm as gemm_mod
 from kernels import machine as mach
 from kernels._types import Array
 from kernels.machine import Link, Machine
-from kernels.names import ATTENTIONS, KINDS
+from kernels.names import ATTENTIONS, KINDS, SELECTIVE_POLICIES
 from kernels.network import Net
 from kernels.strategies import moe, registry
 from kernels.terms import Config, Cost
-from kernels.transformer import CORE, EXPERT, StageMisc
+from kernels.transformer import CORE, EXPERT, FULL, OP, SELECTIVE, StageMisc
 
 _LINEAR, _ATTENTION = KINDS.index("linear"), KINDS.index("attention")
 #: The grouped expert GEMMs' kind, whose time moe_imbalance stretches (docs/model.md §17).
@@ -115,7 +115,9 @@ def data_tensor_pipeline(net: Net, machine: Machine, cfg: Config) -> Cost:
     grad = jnp.where(own.zero >= 2, reduce + jnp.maximum(experts - hidden, 0.0), grad)
     tensor = st.slots * per_micro
     # the experts' token dispatch and combine, per micro-batch (§17)
-    alltoall = moe.alltoall_s(machine, net, st.mode, st.row, own, st.micro * st.delta)
+    # (OP runs the experts' forward, dispatch included, again: full recomputation's count)
+    a2a_mode = jnp.where(st.mode == OP, FULL, st.mode)
+    alltoall = moe.alltoall_s(machine, net, a2a_mode, st.row, own, st.micro * st.delta)
     comp = comp + its * st.slots * _host_exposed(machine, st, traffic_s, per_micro + alltoall)
     p2p = _p2p(machine, cfg.p, own, s, grads, its, st.micro * st.delta * st.misc.y_boundary)
     # ring attention's exposed sends, each micro-batch slot, with the pipeline's in t_p2p_s
@@ -174,6 +176,9 @@ def _stage(net: Net, machine: Machine, own: Own, cfg: Config) -> _Stage:
     tp, pp, s, vp = own.tp, own.pp, cfg.S, own.vp
     row = jnp.clip(pp, 1, table.w.shape[0] - 1).astype(jnp.int32)
     mode = jnp.clip(own.recompute, 0, 2).astype(jnp.int32)
+    # selective recomputation under torchtitan's per-operation policy: the tables' OP rows (§21)
+    op = (mode == SELECTIVE) & (machine.selective_recompute == SELECTIVE_POLICIES["op"])
+    mode = jnp.where(op, OP, mode).astype(jnp.int32)
     z = 1.0 - 1.0 / tp
     micro = context.share(cfg.b / s, own.cp)
     stage_s = _stage_s(net, machine, mode, row, z, micro, own)
@@ -319,7 +324,7 @@ def _memory(net: Net, machine: Machine, st: _Stage, own: Own, s, dp):
     act = jnp.max(_value(table.act[act_mode, st.row], z, tp, sp), axis=-1)
     first = _value(table.act_first[act_mode, st.row], z, tp, sp)
     # full recomputation's block at work; a fused attention writes no scores in it (§20)
-    scores = jnp.where(st.flash & (st.mode == 2), footprint.block_scores(net), 0.0)
+    scores = jnp.where(st.flash & ((st.mode == FULL) | (st.mode == OP)), footprint.block_scores(net), 0.0)
     work = _value(jnp.stack([st.misc.work_total - scores, st.misc.work_split - scores]), z, tp, sp)
     n = _shard_group(own, dp)
     shards = jnp.where(own.zero > 0, n, 1.0)

@@ -109,6 +109,7 @@ def test_abci_matches_spec_section_3():
         "usd_per_gpu_hour": 0.0,
         "moe_imbalance": 1.0,  # no mixture of experts in the paper: balanced routing, the default
         "mem_workspace_bytes": 8 * 4 * 2**20,  # the default: cuBLAS's eight 4 MiB chunks
+        "selective_recompute": 0.0,  # Megatron-LM's attention policy, the default
     }
     assert profile.inter_span_nodes == (17.0, 34.0, math.inf)
     assert profile.inter_alpha_s == (40.31e-6, 40.49e-6, 40.98e-6)

@@ -48,7 +48,8 @@ def test_machine_defaults_and_choices_come_from_the_records():
         assert default == PARAMS[name].default, name
     assert MACHINE_CHOICES == {"allreduce_algo": ("ring", "tree", "auto", "hierarchical"),
                                "memory_model": ("training", "paradl"),
-                               "attention": ("standard", "flash")}  # fmt: skip
+                               "attention": ("standard", "flash"),
+                               "selective_recompute": ("attention", "op")}  # fmt: skip
     assert PARAMS["allreduce_algo"].codes == collectives.ALLREDUCE_ALGOS
 
 

@@ -4,7 +4,7 @@ network and transformer tables."""
 import numpy as np
 import pytest
 
-from kernels import kinds, network, transformer
+from kernels import activations, kinds, network, transformer
 from kernels.names import KINDS
 
 
@@ -21,7 +21,7 @@ def test_the_tables_read_the_records():
     assert {"relu", "bnorm"} == network.IN_PLACE
     # (an MoE's router is left out of the model FLOPs as Megatron-LM leaves it, §17)
     assert {"conv", "fc", "linear", "attention", "experts"} == network.MODEL_FLOPS_KINDS
-    assert set(transformer.GEMM_KINDS) == {"conv", "fc", "linear", "experts", "router"}
+    assert set(activations.GEMM_KINDS) == {"conv", "fc", "linear", "experts", "router"}
     assert network.SAVES["relu"] == "y" and network.SAVES["pool_avg"] == "" and network.SAVES["linear"] == "x"
     # filter and channel split conv and fc by default (§9); the GEMMs timed by shape are the
     # linear layers and attention cores, the FP8 ones the linear layers only (§16)

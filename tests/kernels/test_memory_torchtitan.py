@@ -33,13 +33,10 @@ def test_context_parallel_rows_hold_what_the_short_sequence_holds():
     assert all(r.mem == pytest.approx(rows[0].mem, rel=1e-9) for r in rows)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (docs/trust.md): torchtitan's selective recomputation is per-operation (it keeps "
-    "every other matmul's output), not Korthikanti's, so the 8B rows' activations are over-counted; "
-    "the model predicts allocated bytes where torchtitan reports the allocator's reserved peak",
-)
 def test_peak_memory_within_15_percent_on_12_of_15_rows():
+    """The issue's target: mem_bytes within 15 % of the published peak on at least 12 of the 15
+    runs, none over the 96 GB (docs/trust.md gives each row: the 8B selective rows on torchtitan's
+    per-operation policy, the profile's selective_recompute)."""
     rows = torchtitan_memory.rows()
     assert len(rows) == 15
     assert sum(abs(r.ratio - 1.0) <= 0.15 for r in rows) >= 12
