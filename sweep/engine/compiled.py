@@ -46,6 +46,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import io
 import os
 import pickle
 import platform
@@ -137,8 +138,29 @@ def key(job: Job, static: tuple, devices: list) -> str:
     digest = hashlib.sha256()
     for part in (*_environment(devices), code_digest(), repr(static)):
         digest.update(part.encode() + b"\0")
-    digest.update(pickle.dumps(dataclasses.replace(job, index=0), protocol=5))
+    digest.update(stable_pickle(dataclasses.replace(job, index=0)))
     return digest.hexdigest()
+
+
+class _StablePickler(pickle.Pickler):
+    """Pickles sets and frozensets with their members in a fixed order: pickle writes them in
+    iteration order, which for strings follows the process's hash seed. As persistent ids: the
+    C pickler asks :meth:`reducer_override` about neither, :meth:`persistent_id` about every
+    object."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        if type(obj) in (set, frozenset):
+            return type(obj).__name__, tuple(sorted(obj, key=repr))
+        return None
+
+
+def stable_pickle(obj: Any) -> bytes:
+    """``obj`` pickled to the same bytes in every process: a job holds a machine profile's
+    frozenset of stated parameters, and a key that differed between processes would have every
+    warm run trace and lower its kernels again."""
+    out = io.BytesIO()
+    _StablePickler(out, protocol=5).dump(obj)
+    return out.getvalue()
 
 
 def program_name(lowered: Any, devices: list) -> str:

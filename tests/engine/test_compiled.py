@@ -413,3 +413,24 @@ def test_the_code_digest_reads_every_source_file_of_both_packages():
     assert len(files) == len(list(traced.SOURCE_ROOT.glob("kernels/**/*.py"))) + len(
         list(traced.SOURCE_ROOT.glob("sweep/**/*.py"))
     )
+
+
+KEY_SCRIPT = """
+import tomllib
+from pathlib import Path
+from sweep.engine import compiled
+from sweep.engine.devices import local_devices
+from sweep.inputs.grid import parse_spec, plan
+text = 'name = "k"\\nmodel = "gpt3-175b"\\nmachine = "dgx-h100"\\nstrategies = ["data"]\\n[axes]\\np = [8]\\nb = [8]\\n'
+job = plan(parse_spec(tomllib.loads(text), "k.toml", Path.cwd(), text)).jobs[0]
+print(len(job.bound.profile.stated), compiled.key(job, ("chunk", 64), local_devices()))
+"""
+
+
+def test_the_key_is_the_same_in_every_process():
+    """A machine profile holds a frozenset of the parameters its file states, whose order
+    follows the process's string hash seed: the key must not, or a warm run traces again."""
+    out = {tuple(python_on_cpu_devices(KEY_SCRIPT, PYTHONHASHSEED=seed).split()) for seed in ("1", "2", "3")}
+    assert len(out) == 1
+    stated, _ = out.pop()
+    assert int(stated) > 1  # a set whose order can differ
