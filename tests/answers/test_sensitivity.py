@@ -94,6 +94,7 @@ def test_report_names_the_lever_and_the_skipped(bound):
         "gpus_per_node", "nics_per_node", "allreduce_algo", "memory_model",
         # GEMM-shape integers, 0/1 switches and a choice: no derivative (docs/model.md §16)
         "gpu_sms", "gemm_tile_m", "gemm_tile_n", "scatter_gather", "overlap_grad_reduce", "attention",
+        "selective_recompute",
     }  # fmt: skip
     assert not any(f"e_{k}" in table.column_names for k in SKIPPED)
     magnitudes = {k: abs(row[f"e_{k}"]) for k in PARAMS}
