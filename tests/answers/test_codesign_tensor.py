@@ -49,6 +49,7 @@ def _legal() -> list[tuple[int, int, int, int, int, int]]:
     return out
 
 
+@functools.cache  # a test asks the same theta twice (the threshold's sides, then their splits)
 def _brute(theta: float, metric: str = "t_iter_s") -> tuple[float, tuple]:
     """The best feasible ``metric`` at ``theta`` over :func:`_legal`, one ``estimate`` each."""
     best: tuple[float, tuple] = (float("inf"), ())
