@@ -298,8 +298,11 @@ def _top_chunk(job: Job, keep: Keep, dtype, compact: int, evaluate, outer_check,
     shapes = jax.eval_shape(full, None)
 
     def none(_):  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
-        empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-        return empty._replace(lead=lead, count=jnp.zeros_like(empty.count))
+        # zeros from ``lead``, which under shard_map varies over the devices as ``full``'s outputs do
+        zero = lead * 0
+        return jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)._replace(
+            lead=lead
+        )
 
     return jax.lax.cond(any_ok, full, none, None)
 
