@@ -230,26 +230,46 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
     n_outer = inner_split(radices, chunk)
     box = math.prod(radices[n_outer:])
     outer_point = _box_fn(job, n_outer, dtype)
+    # a top-k's first pass: only what says whether a row can be a candidate (the configuration's
+    # terms alone, so vmap computes them once a box)
+    outer_check = _box_fn(job, n_outer, dtype, lambda floats, ints, limit, fits: (limit, fits))
     radix = np.asarray(radices[:n_outer], np.float32)[:, None]
     by_floats = chunk <= index.FLOAT_CHUNK
 
     def run(net, machine, values, info, n_real, known, offset, size):
         n_box = (size - 1) // box + 2 if box > 1 else size
         digits, window, at = _outer_digits(info, offset, n_outer, box, n_box, radix, by_floats)
-        floats, ints, limit, fits = jax.vmap(outer_point, in_axes=(None, None, None, 0))(
-            net, machine, values, digits.T
-        )
         # Columns over the whole boxes, [column, n_box * box]; the chunk's points are
         # the window [window, window + size).
         width = n_box * box
         pos = jnp.arange(width, dtype=jnp.int32) - window  # offset from this device's first point
         if by_floats:
             k = at + pos.astype(jnp.float32)
-            mask = (pos >= 0) & (pos < size) & (k < n_real) & fits.reshape(-1)
+            inside = (pos >= 0) & (pos < size) & (k < n_real)
         else:
-            mask = (pos >= 0) & (pos < size) & (offset + pos < n_real) & fits.reshape(-1)
-        limit = limit.reshape(-1)
+            inside = (pos >= 0) & (pos < size) & (offset + pos < n_real)
         lead = window - offset  # output position minus chunk offset
+
+        def evaluate(_):
+            floats, ints, limit, fits = jax.vmap(outer_point, in_axes=(None, None, None, 0))(
+                net, machine, values, digits.T
+            )
+            return floats, ints, limit.reshape(-1), inside & fits.reshape(-1)
+
+        if keep.kind == "top":
+            return _top_chunk(
+                job,
+                keep,
+                dtype,
+                compact,
+                evaluate,
+                outer_check,
+                inside,
+                lead,
+                known,
+                (net, machine, values, digits),
+            )
+        floats, ints, limit, mask = evaluate(None)
         if not keep.reduces:
             # stacked in the columns' own shape, then flattened: a stack of flattened columns
             # indexed every element back into the boxes by division (slower on a CPU)
@@ -260,13 +280,42 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
     return run
 
 
-def _box_fn(job: Job, n_outer: int, dtype) -> Callable:
+def _top_chunk(job: Job, keep: Keep, dtype, compact: int, evaluate, outer_check, inside, lead, known, args):
+    """A top-k chunk's :class:`ChunkOut`, its result columns evaluated only when one of its rows
+    can be a candidate: a configuration the strategy can take, with no limit (memory, a rule,
+    the batch). Those depend on the configuration alone, so a first pass over the boxes costs
+    their terms once a box; most chunks of a grid of model-parallel splits hold no feasible
+    row and return no candidate without the network's terms over every point (docs/performance.md).
+    Rows that are not candidates never enter the reduction, so the candidates are the same."""
+    net, machine, values, digits = args
+    limit, fits = jax.vmap(outer_check, in_axes=(None, None, None, 0))(net, machine, values, digits.T)
+    any_ok = jnp.any(inside & fits.reshape(-1) & (limit.reshape(-1) == 0))
+
+    def full(_):
+        floats, ints, limit, mask = evaluate(None)
+        return _candidates(job, keep, dtype, compact, floats, ints, limit, mask, lead, known)
+
+    shapes = jax.eval_shape(full, None)
+
+    def none(_):  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
+        # zeros from ``lead``, which under shard_map varies over the devices as ``full``'s outputs do
+        zero = lead * 0
+        return jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)._replace(
+            lead=lead
+        )
+
+    return jax.lax.cond(any_ok, full, none, None)
+
+
+def _box_fn(job: Job, n_outer: int, dtype, pick: Callable | None = None) -> Callable:
     """``outer_point(net, machine, values, digits)``: every column over the inner box of the
     outer axes' ``digits``, one vmap per inner axis, so a term is computed once per value of
-    the axes it depends on (vmap batches only what varies)."""
+    the axes it depends on (vmap batches only what varies); with ``pick``, what ``pick`` takes
+    of a configuration's ``(floats, ints, limit, fits)``."""
     axis_names = tuple(job.axes)
     radices = [len(v) for v in job.axes.values()]
-    one = _configuration_fn(job, dtype)
+    every = _configuration_fn(job, dtype)
+    one = every if pick is None else lambda net, machine, at: pick(*every(net, machine, at))
 
     def nest(net, machine, values, at, i):
         if i == len(axis_names):
