@@ -396,11 +396,12 @@ inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
 """
 
 
-def job_rates(path: Path, chunk: int, reduce_chunk: int, reps: int, label) -> dict[str, list[float]]:
-    """Each job's (materialised, top-1) configurations/s on spec ``path``: four chunks spread over
-    the job at ``chunk`` (every column to the host) and ``reduce_chunk`` (reduced to the top 1 on
-    the device), the median of ``reps`` runs of each; a line per job, ``label(job, rates)`` first."""
-    rates = {}
+def job_timers(path: Path, chunk: int, reduce_chunk: int) -> dict[str, tuple[int, list]]:
+    """Per job of spec ``path``, its points and its two compiled chunk programs (``chunk``
+    returning every column to the host, ``reduce_chunk`` reduced to the top 1 on the device), each
+    with four chunks spread over the job: ``(fn, calls, points per call)``, ready for
+    :func:`median_rate`."""
+    timers = {}
     for job in plan(load_spec(path)).jobs:
         net, machine, values = device_inputs(job, np.float32)
         out = []
@@ -414,11 +415,21 @@ def job_rates(path: Path, chunk: int, reduce_chunk: int, reps: int, label) -> di
             ]
             fn, _ = build_chunk_fn(job, size, keep, np.float32)
             if keep.kind == "all":
-                out.append(median_rate(lambda *a, f=fn: jax.tree.map(np.asarray, f(*a)), calls, n, reps))
+                out.append((lambda *a, f=fn: jax.tree.map(np.asarray, f(*a)), calls, n))
             else:
-                out.append(median_rate(lambda *a, f=fn: f(*a).count, calls, n, reps))
-        rates[job.strategy] = out
-        print(f"{label(job, out)} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({job.size:,} points)", flush=True)
+                out.append((lambda *a, f=fn: f(*a).count, calls, n))
+        timers[job.strategy] = (job.size, out)
+    return timers
+
+
+def job_rates(path: Path, chunk: int, reduce_chunk: int, reps: int, label) -> dict[str, list[float]]:
+    """Each job's (materialised, top-1) configurations/s on spec ``path`` (:func:`job_timers`), the
+    median of ``reps`` runs of each chunk; a line per job, ``label(job strategy, rates)`` first."""
+    rates = {}
+    for strategy, (size, timers) in job_timers(path, chunk, reduce_chunk).items():
+        out = [median_rate(fn, calls, n, reps) for fn, calls, n in timers]
+        rates[strategy] = out
+        print(f"{label(strategy, out)} {out[0]:>14,.0f} {out[1]:>14,.0f}  ({size:,} points)", flush=True)
     return rates
 
 
@@ -434,7 +445,7 @@ def transformer_table(tmp: Path, chunk: int, reduce_chunk: int, reps: int = 5) -
     path.write_text(
         TRANSFORMER_SPEC.format(n_alpha=max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6))))
     )
-    rates = job_rates(path, chunk, reduce_chunk, reps, lambda job, out: f"{job.strategy:<22}")
+    rates = job_rates(path, chunk, reduce_chunk, reps, lambda strategy, out: f"{strategy:<22}")
     mine, data = rates["data+tensor+pipeline"], rates["data"]
     print(f"{'ratio to data':<22} {mine[0] / data[0]:>14.2f} {mine[1] / data[1]:>14.2f}")
 

@@ -38,7 +38,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax
 
-from benchmarks.bench import SUMMARY, job_rates
+from benchmarks.bench import SUMMARY, job_timers, median_rate
 from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK
 
 MOE, DENSE, MACHINE = "qwen3-235b-a22b", "gpt3-175b", "dgx-h100"
@@ -125,28 +125,40 @@ def run_section(tmp: Path, runs: int) -> None:
     print(f"{'ratio MoE / dense':<28} {'':>10} {ratio:>12.2f}")
 
 
-def kernel_rates(tmp: Path, model: str, ep: str, reps: int) -> dict[str, list[float]]:
-    """Each strategy's (materialised, top-1) configurations/s on ``model``'s kernel grid."""
-    chunk, reduce_chunk = ROWS_CHUNK, REDUCE_CHUNK
+def kernel_timers(tmp: Path, model: str, ep: str) -> dict[str, tuple[int, list]]:
+    """Each strategy's compiled chunk programs on ``model``'s kernel grid (bench.job_timers)."""
     path = tmp / f"kernel-{model}.toml"
-    n_alpha = max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6)))
+    n_alpha = max(640, -(-3 * max(ROWS_CHUNK, REDUCE_CHUNK) // (64 * 13 * 6)))
     path.write_text(KERNEL_SPEC.format(model=model, machine=MACHINE, ep=ep, n_alpha=n_alpha))
-    return job_rates(path, chunk, reduce_chunk, reps, lambda job, out: f"{model:<16} {job.strategy:<22}")
+    return job_timers(path, ROWS_CHUNK, REDUCE_CHUNK)
 
 
 def kernel_section(tmp: Path, reps: int) -> None:
+    """Section (k): both models' kernels compiled first, then timed in ``reps`` rounds that
+    alternate the models (the order swapped every round), so that the machine's load falls on
+    both alike; each rate the median over the rounds."""
     print(
         f"\n(k) kernels on {MACHINE}, configurations/s;"
-        f" chunk 2^{ROWS_CHUNK.bit_length() - 1} materialised, 2^{REDUCE_CHUNK.bit_length() - 1} reducing"
+        f" chunk 2^{ROWS_CHUNK.bit_length() - 1} materialised, 2^{REDUCE_CHUNK.bit_length() - 1} reducing;"
+        f" the models alternated, {reps} rounds"
     )
     print(f"{'model':<16} {'strategy':<22} {'materialised':>14} {'top-1':>14}")
-    moe = kernel_rates(tmp, MOE, "ep = [1, 2, 4, 8]\n", reps)
-    dense = kernel_rates(tmp, DENSE, "", reps)
+    timers = {MOE: kernel_timers(tmp, MOE, "ep = [1, 2, 4, 8]\n"), DENSE: kernel_timers(tmp, DENSE, "")}
+    runs: dict[tuple[str, str], list[list[float]]] = {}
+    for r in range(reps):
+        for model in (MOE, DENSE) if r % 2 == 0 else (DENSE, MOE):
+            for strategy, (_, jobs) in timers[model].items():
+                rates = [median_rate(fn, calls, n, 1) for fn, calls, n in jobs]
+                runs.setdefault((model, strategy), []).append(rates)
+    rate = {k: [statistics.median(r[i] for r in v) for i in (0, 1)] for k, v in runs.items()}
+    for (model, strategy), (a, b) in rate.items():
+        print(f"{model:<16} {strategy:<22} {a:>14,.0f} {b:>14,.0f}")
+    dtp, data = "data+tensor+pipeline", "data"
     for label, (a, b) in (
-        (f"{MOE}: data+tensor+pipeline / data", (moe["data+tensor+pipeline"], moe["data"])),
-        (f"{DENSE}: data+tensor+pipeline / data", (dense["data+tensor+pipeline"], dense["data"])),
-        ("data+tensor+pipeline: MoE / dense", (moe["data+tensor+pipeline"], dense["data+tensor+pipeline"])),
-        ("data: MoE / dense", (moe["data"], dense["data"])),
+        (f"{MOE}: data+tensor+pipeline / data", (rate[MOE, dtp], rate[MOE, data])),
+        (f"{DENSE}: data+tensor+pipeline / data", (rate[DENSE, dtp], rate[DENSE, data])),
+        ("data+tensor+pipeline: MoE / dense", (rate[MOE, dtp], rate[DENSE, dtp])),
+        ("data: MoE / dense", (rate[MOE, data], rate[DENSE, data])),
     ):
         print(f"{label:<39} {a[0] / b[0]:>14.2f} {a[1] / b[1]:>14.2f}")
 
