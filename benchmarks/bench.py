@@ -379,9 +379,12 @@ def main() -> None:
     print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
-TRANSFORMER_SPEC = """name = "gpt-kernel"
-model = "gpt3-175b"
-machine = "a100-ib800"
+#: The kernel benchmarks' grid (section (t), bench_moe's section (k)): a spec named ``name`` of
+#: ``model`` on ``machine``, its configuration axes (``extra``: more, one line each), 64
+#: bandwidths and ``n_alpha`` latencies (:func:`kernel_alphas`).
+KERNEL_SPEC = """name = "{name}"
+model = "{model}"
+machine = "{machine}"
 strategies = ["data", "data+tensor+pipeline"]
 [axes]
 p = {{ log2 = [0, 12] }}
@@ -389,11 +392,17 @@ b = [8, 16, 32, 64, 128, 256]
 S = [1, 2, 4, 8]
 tp = [1, 2, 4, 8]
 pp = [1, 2, 4, 8]
-recompute = ["none", "selective", "full"]
+{extra}recompute = ["none", "selective", "full"]
 zero = [0, 1]
 inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, 64] }}
 inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
 """
+
+
+def kernel_alphas(chunk: int, reduce_chunk: int) -> int:
+    """Latencies of :data:`KERNEL_SPEC`'s grid: enough that each job spans three of the larger
+    chunk (13 GPU counts x 6 b x 64 bandwidths a latency), at least 640."""
+    return max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6)))
 
 
 def job_timers(path: Path, chunk: int, reduce_chunk: int) -> dict[str, tuple[int, list]]:
@@ -443,7 +452,13 @@ def transformer_table(tmp: Path, chunk: int, reduce_chunk: int, reps: int = 5) -
     print(f"{'strategy':<22} {'materialised':>14} {'top-1':>14}")
     path = tmp / "gpt-kernel.toml"
     path.write_text(
-        TRANSFORMER_SPEC.format(n_alpha=max(640, -(-3 * max(chunk, reduce_chunk) // (64 * 13 * 6))))
+        KERNEL_SPEC.format(
+            name="gpt-kernel",
+            model="gpt3-175b",
+            machine="a100-ib800",
+            extra="",
+            n_alpha=kernel_alphas(chunk, reduce_chunk),
+        )
     )
     rates = job_rates(path, chunk, reduce_chunk, reps, lambda strategy, out: f"{strategy:<22}")
     mine, data = rates["data+tensor+pipeline"], rates["data"]

@@ -38,7 +38,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax
 
-from benchmarks.bench import SUMMARY, job_timers, median_rate
+from benchmarks.bench import KERNEL_SPEC, SUMMARY, job_timers, kernel_alphas, median_rate
 from sweep.engine.runstate import REDUCE_CHUNK, ROWS_CHUNK
 
 MOE, DENSE, MACHINE = "qwen3-235b-a22b", "gpt3-175b", "dgx-h100"
@@ -54,23 +54,6 @@ tp = [1, 2, 4, 8]
 pp = [1, 2, 4, 8]
 micro_batch = [1, 2, 4, 8]
 {ep}inter_bandwidth_Bps = {{ linspace = [5e9, 400e9, {n_bw}] }}
-"""
-
-KERNEL_SPEC = """name = "moe-kernel"
-model = "{model}"
-machine = "{machine}"
-strategies = ["data", "data+tensor+pipeline"]
-[axes]
-p = {{ log2 = [0, 12] }}
-b = [8, 16, 32, 64, 128, 256]
-S = [1, 2, 4, 8]
-tp = [1, 2, 4, 8]
-pp = [1, 2, 4, 8]
-{ep}cp = [1, 2]
-recompute = ["none", "selective", "full"]
-zero = [0, 1]
-inter_bandwidth_Bps = {{ linspace = [12.5e9, 400e9, 64] }}
-inter_alpha_s = {{ linspace = [1e-6, 50e-6, {n_alpha}] }}
 """
 
 ESTIMATE = [
@@ -128,8 +111,9 @@ def run_section(tmp: Path, runs: int) -> None:
 def kernel_timers(tmp: Path, model: str, ep: str) -> dict[str, tuple[int, list]]:
     """Each strategy's compiled chunk programs on ``model``'s kernel grid (bench.job_timers)."""
     path = tmp / f"kernel-{model}.toml"
-    n_alpha = max(640, -(-3 * max(ROWS_CHUNK, REDUCE_CHUNK) // (64 * 13 * 6)))
-    path.write_text(KERNEL_SPEC.format(model=model, machine=MACHINE, ep=ep, n_alpha=n_alpha))
+    n_alpha = kernel_alphas(ROWS_CHUNK, REDUCE_CHUNK)
+    spec = dict(name="moe-kernel", model=model, machine=MACHINE, extra=ep + "cp = [1, 2]\n", n_alpha=n_alpha)
+    path.write_text(KERNEL_SPEC.format(**spec))
     return job_timers(path, ROWS_CHUNK, REDUCE_CHUNK)
 
 
