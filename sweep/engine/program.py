@@ -230,9 +230,6 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
     n_outer = inner_split(radices, chunk)
     box = math.prod(radices[n_outer:])
     outer_point = _box_fn(job, n_outer, dtype)
-    # a top-k's first pass: only what says whether a row can be a candidate (the configuration's
-    # terms alone, so vmap computes them once a box)
-    outer_check = _box_fn(job, n_outer, dtype, lambda floats, ints, limit, fits: (limit, fits))
     radix = np.asarray(radices[:n_outer], np.float32)[:, None]
     by_floats = chunk <= index.FLOAT_CHUNK
 
@@ -257,18 +254,8 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
             return floats, ints, limit.reshape(-1), inside & fits.reshape(-1)
 
         if keep.kind == "top":
-            return _top_chunk(
-                job,
-                keep,
-                dtype,
-                compact,
-                evaluate,
-                outer_check,
-                inside,
-                lead,
-                known,
-                (net, machine, values, digits),
-            )
+            top = _Top(job, keep, dtype, compact, n_outer, box, n_box)
+            return top.chunk(inside, lead, (net, machine, values, digits))
         floats, ints, limit, mask = evaluate(None)
         if not keep.reduces:
             # stacked in the columns' own shape, then flattened: a stack of flattened columns
@@ -280,31 +267,91 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
     return run
 
 
-def _top_chunk(job: Job, keep: Keep, dtype, compact: int, evaluate, outer_check, inside, lead, known, args):
-    """A top-k chunk's :class:`ChunkOut`, its result columns evaluated only when one of its rows
-    can be a candidate: a configuration the strategy can take, with no limit (memory, a rule,
-    the batch). Those depend on the configuration alone, so a first pass over the boxes costs
-    their terms once a box; most chunks of a grid of model-parallel splits hold no feasible
-    row and return no candidate without the network's terms over every point (docs/performance.md).
-    Rows that are not candidates never enter the reduction, so the candidates are the same."""
-    net, machine, values, digits = args
-    limit, fits = jax.vmap(outer_check, in_axes=(None, None, None, 0))(net, machine, values, digits.T)
-    any_ok = jnp.any(inside & fits.reshape(-1) & (limit.reshape(-1) == 0))
+class _Top(NamedTuple):
+    """A top-k chunk's program (:meth:`chunk`): ``n_box`` boxes of ``box`` points, inner axes."""
 
-    def full(_):
-        floats, ints, limit, mask = evaluate(None)
-        return _candidates(job, keep, dtype, compact, floats, ints, limit, mask, lead, known)
+    job: Job
+    keep: Keep
+    dtype: Any
+    compact: int
+    n_outer: int
+    box: int
+    n_box: int
 
-    shapes = jax.eval_shape(full, None)
+    def chunk(self, inside, lead, args):
+        """The chunk's :class:`ChunkOut`, in three passes.
 
-    def none(_):  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
-        # zeros from ``lead``, which under shard_map varies over the devices as ``full``'s outputs do
-        zero = lead * 0
-        return jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)._replace(
-            lead=lead
-        )
+        1. Each configuration's limit and fit (a rule, memory, the batch), which depend on the
+           configuration alone, so their terms cost once a box: most chunks of a grid of
+           model-parallel splits hold no feasible row and return no candidate after it.
+        2. Where a row can be a candidate, the objective alone at every point of the boxes, and
+           the top-k rows picked from it.
+        3. Every column of the picked rows, by the per-point kernel, whose values are an
+           every-column chunk's to the bit (docs/performance.md).
 
-    return jax.lax.cond(any_ok, full, none, None)
+        Rows that are not candidates never enter the reduction, so the candidates are an
+        every-column chunk's.
+        """
+        net, machine, values, digits = args
+        job, keep, dtype, compact = self.job, self.keep, self.dtype, self.compact
+
+        def over_boxes(pick):
+            fn = _box_fn(job, self.n_outer, dtype, pick)
+            return jax.vmap(fn, in_axes=(None, None, None, 0))(net, machine, values, digits.T)
+
+        # in the boxes' shape: reduced flattened, the broadcast of each configuration's values
+        # over its box would cost a division per point for its position
+        limit, fits = over_boxes(lambda floats, ints, limit, fits: (limit, fits))
+        any_ok = jnp.any(inside.reshape(limit.shape) & fits & (limit == 0))
+
+        def objective(_):
+            objective, limit, fits = over_boxes(_objective_pick(job, keep, dtype))
+            return objective, fits & (limit == 0)
+
+        def found(_):
+            # The objective is a conditional's output, so XLA writes it out in the boxes' shape:
+            # fused into a reduction that reads it flattened, every point would work out its
+            # box coordinates by division, ten times slower on a CPU (docs/performance.md).
+            objective_, good = jax.lax.cond(any_ok, objective, nothing(objective), None)
+            ok = inside & good.reshape(-1)
+            mask, count, idx = top_k_candidates_jit(objective_.reshape(-1), ok, keep.k, compact)
+            floats, ints, limit = _points_fn(job, dtype)(net, machine, values, self.digits(digits, idx))
+            return ChunkOut(None, None, None, mask, lead, floats, ints, limit, idx - lead, count)
+
+        def nothing(fn):  # ``fn``'s outputs as zeros: a branch that evaluates nothing
+            shapes = jax.eval_shape(fn, None)
+            # zeros from ``lead``, which under shard_map varies over the devices as ``fn``'s do
+            zero = lead * 0
+            return lambda _: jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)
+
+        none = nothing(found)  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
+        return jax.lax.cond(any_ok, found, lambda _: none(_)._replace(lead=lead), None)
+
+    def digits(self, outer, idx):
+        """Every axis's digit of the chunk's rows ``idx`` (positions in its boxes), ``[axes, rows]``:
+        the outer axes' of their box, the inner axes' decoded from the position in the box."""
+        radices = [len(v) for v in self.job.axes.values()][self.n_outer :]
+        rest, inner = idx % self.box, []
+        for r in reversed(radices):  # the last axis varies fastest
+            inner.append(rest % r)
+            rest = rest // r
+        inner_digits = jnp.stack(inner[::-1]) if inner else jnp.zeros((0, idx.shape[0]), idx.dtype)
+        return jnp.concatenate([outer[:, idx // self.box], inner_digits.astype(outer.dtype)])
+
+
+def _objective_pick(job: Job, keep: Keep, dtype) -> Callable:
+    """``pick(floats, ints, limit, fits) -> (objective, limit, fits)``: a top-k's objective as
+    :func:`_candidates` reads it (a swept machine parameter by its rank)."""
+    (column,) = keep.columns
+    icols = int_columns(job)
+    if column in RESULT_COLUMNS:
+        i = RESULT_COLUMNS.index(column)
+        return lambda floats, ints, limit, fits: (floats[i], limit, fits)
+    i = icols.index(column)
+    if column in job.machine_axes:
+        rank = jnp.asarray(axis_ranks(job, column), dtype)
+        return lambda floats, ints, limit, fits: (rank[ints[i]], limit, fits)
+    return lambda floats, ints, limit, fits: (ints[i].astype(dtype), limit, fits)
 
 
 def _box_fn(job: Job, n_outer: int, dtype, pick: Callable | None = None) -> Callable:
@@ -437,6 +484,12 @@ def _runs(follows, count, idx, mask, compared, compact: int):
 def build_points_fn(job: Job, dtype) -> Any:
     """A jitted ``f(net, machine, values, digits[axes, POINT_ROWS]) -> (floats, ints, limit)``:
     every column of each configuration the digits name, laid out as :class:`ChunkOut`'s."""
+    return jax.jit(_points_fn(job, dtype))
+
+
+def _points_fn(job: Job, dtype) -> Callable:
+    """:func:`build_points_fn`'s function, unjitted: one configuration per column of ``digits``,
+    each evaluated on its own (the same bits as a chunk's boxes: docs/performance.md)."""
     one = _configuration_fn(job, dtype)
     names = tuple(job.axes)
 
@@ -447,7 +500,7 @@ def build_points_fn(job: Job, dtype) -> Any:
         floats, ints, limit, _fits = jax.vmap(at, in_axes=1)(digits)
         return jnp.stack(floats), jnp.stack(ints), limit
 
-    return jax.jit(points)
+    return points
 
 
 def prepare(job: Job, chunk: int, keep: Keep, dtype, devices=None) -> tuple[Callable, tuple, bool]:
