@@ -32,6 +32,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from kernels import Config
+from kernels.machine import Machine
+from kernels.names import PARAMS
+from kernels.params import CHOICE, SWITCH
 from sweep.engine import compiled as traced
 from sweep.engine import index
 from sweep.engine.devices import AXIS, device_mesh, local_devices
@@ -112,6 +115,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
     machine_axes, params = job.machine_axes, job.param_axes
     fixed = job.bound.profile.override_values(dtype, skip=params)
     ev = Evaluator(job.strategy, params, tuple(fixed), frozen_overheads(job.bound.profile))
+    static = _static_choices(job, dtype, skip={*params, *fixed})
     hybrid = uses(job.strategy, "p2")
     # the request's axes: the job's shared axes and batch as users set it (a micro-batch where
     # the strategy has micro-batches)
@@ -123,7 +127,7 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         if "tokens" in at:  # the training set: its samples (Job.axis_inputs)
             net = net._replace(dataset_samples=at["tokens"][0].astype(dtype))
         # the profile's overrides and the swept values, applied once
-        machine = ev.machine(Inputs(net, machine, tuple(fixed.values())), swept)
+        machine = ev.machine(Inputs(net, machine, tuple(fixed.values())), swept)._replace(**static)
         value = {k: at[k][0].astype(dtype) for k in given}
         value.setdefault("p", jnp.asarray(1, dtype))
         own = {
@@ -149,6 +153,19 @@ def _configuration_fn(job: Job, dtype) -> Callable:
         return floats, ints, cost.limit.astype(jnp.int8), fits
 
     return one
+
+
+def _static_choices(job: Job, dtype, skip) -> dict[str, np.ndarray]:
+    """The profile's choices and switches (an all-reduce's algorithm, a fused attention, ...)
+    that the job does not sweep, as constants of the program rather than its inputs: XLA then
+    drops every branch they rule out, where a traced code kept each computed at every point
+    and selected (docs/performance.md). A job's kernel is compiled for its own profile."""
+    base = job.bound.profile.pytree(np.float64)
+    return {
+        name: np.asarray(getattr(base, name), dtype)
+        for name, param in PARAMS.items()
+        if param.kind in (CHOICE, SWITCH) and name not in skip and name in Machine._fields
+    }
 
 
 def _extra(column: str, own: dict, cost):
