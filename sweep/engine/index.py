@@ -3,7 +3,7 @@
 A chunk is a contiguous range ``[start, start + C)`` of flat indices. The
 host decodes the chunk start into mixed-radix digits (Python integers, so
 grids beyond 2**31 points work in int32 on the device); the device adds the
-local offset with carries (:func:`decode_info`). :func:`spans` cuts the
+local offset with carries (:func:`decode_info`, then :func:`outer_digits`). :func:`spans` cuts the
 concatenated index space of all jobs into the equal contiguous shards of
 ``sweep run --shard K/N``.
 """
@@ -14,9 +14,11 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 
 from sweep.engine.evaluate import CONFIG_COLUMNS, RESULT_COLUMNS
+from sweep.engine.filters import floor_div
 from sweep.inputs.grid import Job
 
 #: Chunks up to this many points decode their points in float32, whose whole numbers are exact
@@ -156,3 +158,53 @@ def digits_at(job: Job, index: np.ndarray) -> np.ndarray:
         rest, digit = np.divmod(rest, radix)
         digits.append(digit)
     return np.stack(digits[::-1]).astype(np.int32)
+
+
+def outer_digits(info, offset, n_outer: int, box: int, n_box: int, radix: np.ndarray, by_floats: bool):
+    """``(digits [n_outer, n_box], window, at)``: the outer axes' digits of the ``n_box`` boxes
+    from the one holding local offset ``offset``, the offset's position in its box, and (in
+    float arithmetic) the offset as a float, else None.
+
+    A mixed-radix decode of the outer indices, digit = (q + carry) mod r
+    (:func:`decode_info` gives ``info``). For chunks up to
+    :data:`FLOAT_CHUNK` it runs in exact small-integer float
+    arithmetic, which vectorises on CPUs, where integer division does not.
+    """
+    if by_floats:
+        at = offset.astype(jnp.float32)
+        w = info[n_outer, 0].astype(jnp.float32) + at  # first point, from the start of box o
+        q = floor_div(w, jnp.float32(box))
+        window = (w - q * box).astype(jnp.int32)
+        fi = info[:n_outer].astype(jnp.float32)
+        k = q + jnp.arange(n_box, dtype=jnp.float32)
+        carry = jnp.where(
+            info[:n_outer, 4:5] == 1,
+            (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
+            floor_div(fi[:, 1:2] + k[None, :], fi[:, 2:3]),
+        )
+        total = fi[:, 0:1] + carry
+        return (total - radix * floor_div(total, radix)).astype(jnp.int32), window, at
+    w = info[n_outer, 0] + offset
+    q = w // box
+    window = w - q * box
+    k = q + jnp.arange(n_box, dtype=jnp.int32)
+    carry = jnp.where(
+        info[:n_outer, 4:5] == 1,
+        (k[None, :] >= info[:n_outer, 3:4]).astype(jnp.int32),
+        (info[:n_outer, 1:2] + k[None, :]) // info[:n_outer, 2:3],
+    )
+    return (info[:n_outer, 0:1] + carry) % radix.astype(np.int32), window, None
+
+
+def row_digits(outer, idx, job: Job, n_outer: int):
+    """Every axis's digit of a chunk's rows ``idx`` (positions in its inner boxes), ``[axes, rows]``:
+    the outer axes' of their box (``outer``, :func:`outer_digits`), the inner axes' decoded from
+    the position in the box, the last axis the fastest."""
+    radices = [len(v) for v in job.axes.values()][n_outer:]
+    box = math.prod(radices)
+    rest, inner = idx % box, []
+    for r in reversed(radices):
+        inner.append(rest % r)
+        rest = rest // r
+    inner_digits = jnp.stack(inner[::-1]) if inner else jnp.zeros((0, idx.shape[0]), idx.dtype)
+    return jnp.concatenate([outer[:, idx // box], inner_digits.astype(outer.dtype)])

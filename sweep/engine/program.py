@@ -41,7 +41,6 @@ from sweep.engine.devices import AXIS, device_mesh, local_devices
 from sweep.engine.evaluate import CONFIG_FIELDS, RESULT_COLUMNS, Evaluator, Inputs, batch_fit
 from sweep.engine.filters import (
     compact_indices,
-    floor_div,
     follows_candidate,
     follows_previous,
     known_front,
@@ -50,7 +49,7 @@ from sweep.engine.filters import (
     run_counts,
     top_k_candidates,
 )
-from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns
+from sweep.engine.index import axis_ranks, decode_info, inner_split, int_columns, outer_digits, row_digits
 from sweep.inputs.configs import NO_OWN, Request, complete, frozen_overheads, p2_fits, uses
 from sweep.inputs.grid import CONFIG_AXES, Job
 from sweep.reduce.keep import Keep
@@ -252,7 +251,7 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
 
     def run(net, machine, values, info, n_real, known, offset, size):
         n_box = (size - 1) // box + 2 if box > 1 else size
-        digits, window, at = _outer_digits(info, offset, n_outer, box, n_box, radix, by_floats)
+        digits, window, at = outer_digits(info, offset, n_outer, box, n_box, radix, by_floats)
         # Columns over the whole boxes, [column, n_box * box]; the chunk's points are
         # the window [window, window + size).
         width = n_box * box
@@ -271,7 +270,7 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
             return floats, ints, limit.reshape(-1), inside & fits.reshape(-1)
 
         if keep.kind == "top":
-            top = _Top(job, keep, dtype, compact, n_outer, box, n_box)
+            top = _Top(job, keep, dtype, compact, n_outer)
             return top.chunk(inside, lead, (net, machine, values, digits))
         floats, ints, limit, mask = evaluate(None)
         if not keep.reduces:
@@ -285,15 +284,13 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
 
 
 class _Top(NamedTuple):
-    """A top-k chunk's program (:meth:`chunk`): ``n_box`` boxes of ``box`` points, inner axes."""
+    """A top-k chunk's program (:meth:`chunk`); the axes after the first ``n_outer`` lie in a box."""
 
     job: Job
     keep: Keep
     dtype: Any
     compact: int
     n_outer: int
-    box: int
-    n_box: int
 
     def chunk(self, inside, lead, args):
         """The chunk's :class:`ChunkOut`, in three passes.
@@ -321,54 +318,55 @@ class _Top(NamedTuple):
         limit, fits = over_boxes(lambda floats, ints, limit, fits: (limit, fits))
         any_ok = jnp.any(inside.reshape(limit.shape) & fits & (limit == 0))
 
+        (column,) = keep.columns
+        value = _objective_fn(job, column, dtype)
+
         def objective(_):
-            objective, limit, fits = over_boxes(_objective_pick(job, keep, dtype))
+            objective, limit, fits = over_boxes(
+                lambda floats, ints, limit, fits: (value(floats, ints), limit, fits)
+            )
             return objective, fits & (limit == 0)
+
+        def no_objective(_):  # zeros from ``lead``: under shard_map they vary over the devices
+            zero = lead * 0
+            return jnp.broadcast_to(zero.astype(dtype), limit.shape), jnp.broadcast_to(zero > 0, limit.shape)
 
         def found(_):
             # The objective is a conditional's output, so XLA writes it out in the boxes' shape:
             # fused into a reduction that reads it flattened, every point would work out its
             # box coordinates by division, ten times slower on a CPU (docs/performance.md).
-            objective_, good = jax.lax.cond(any_ok, objective, nothing(objective), None)
+            objective_, good = jax.lax.cond(any_ok, objective, no_objective, None)
             ok = inside & good.reshape(-1)
             mask, count, idx = top_k_candidates_jit(objective_.reshape(-1), ok, keep.k, compact)
-            floats, ints, limit = _points_fn(job, dtype)(net, machine, values, self.digits(digits, idx))
+            floats, ints, limit = _points_fn(job, dtype)(
+                net, machine, values, row_digits(digits, idx, self.job, self.n_outer)
+            )
             return ChunkOut(None, None, None, mask, lead, floats, ints, limit, idx - lead, count)
 
-        def nothing(fn):  # ``fn``'s outputs as zeros: a branch that evaluates nothing
-            shapes = jax.eval_shape(fn, None)
-            # zeros from ``lead``, which under shard_map varies over the devices as ``fn``'s do
+        shapes = jax.eval_shape(found, None)
+
+        def none(_):  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
+            # zeros from ``lead``, which under shard_map varies over the devices as ``found``'s do
             zero = lead * 0
-            return lambda _: jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)
+            return jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)._replace(
+                lead=lead
+            )
 
-        none = nothing(found)  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
-        return jax.lax.cond(any_ok, found, lambda _: none(_)._replace(lead=lead), None)
-
-    def digits(self, outer, idx):
-        """Every axis's digit of the chunk's rows ``idx`` (positions in its boxes), ``[axes, rows]``:
-        the outer axes' of their box, the inner axes' decoded from the position in the box."""
-        radices = [len(v) for v in self.job.axes.values()][self.n_outer :]
-        rest, inner = idx % self.box, []
-        for r in reversed(radices):  # the last axis varies fastest
-            inner.append(rest % r)
-            rest = rest // r
-        inner_digits = jnp.stack(inner[::-1]) if inner else jnp.zeros((0, idx.shape[0]), idx.dtype)
-        return jnp.concatenate([outer[:, idx // self.box], inner_digits.astype(outer.dtype)])
+        return jax.lax.cond(any_ok, found, none, None)
 
 
-def _objective_pick(job: Job, keep: Keep, dtype) -> Callable:
-    """``pick(floats, ints, limit, fits) -> (objective, limit, fits)``: a top-k's objective as
-    :func:`_candidates` reads it (a swept machine parameter by its rank)."""
-    (column,) = keep.columns
-    icols = int_columns(job)
+def _objective_fn(job: Job, column: str, dtype) -> Callable:
+    """``f(floats, ints)``: a reduction's objective ``column`` from columns in
+    :data:`RESULT_COLUMNS` and :func:`int_columns` order (a configuration's, or a chunk's
+    flattened); a swept machine parameter by its rank."""
     if column in RESULT_COLUMNS:
         i = RESULT_COLUMNS.index(column)
-        return lambda floats, ints, limit, fits: (floats[i], limit, fits)
-    i = icols.index(column)
+        return lambda floats, ints: floats[i].astype(dtype)
+    i = int_columns(job).index(column)
     if column in job.machine_axes:
         rank = jnp.asarray(axis_ranks(job, column), dtype)
-        return lambda floats, ints, limit, fits: (rank[ints[i]], limit, fits)
-    return lambda floats, ints, limit, fits: (ints[i].astype(dtype), limit, fits)
+        return lambda floats, ints: rank[ints[i]]
+    return lambda floats, ints: ints[i].astype(dtype)
 
 
 def _box_fn(job: Job, n_outer: int, dtype, pick: Callable | None = None) -> Callable:
@@ -398,53 +396,14 @@ def _box_fn(job: Job, n_outer: int, dtype, pick: Callable | None = None) -> Call
     return outer_point
 
 
-def _outer_digits(info, offset, n_outer: int, box: int, n_box: int, radix: np.ndarray, by_floats: bool):
-    """``(digits [n_outer, n_box], window, at)``: the outer axes' digits of the ``n_box`` boxes
-    from the one holding local offset ``offset``, the offset's position in its box, and (in
-    float arithmetic) the offset as a float, else None.
-
-    A mixed-radix decode of the outer indices, digit = (q + carry) mod r
-    (:func:`sweep.engine.index.decode_info` gives ``info``). For chunks up to
-    :data:`sweep.engine.index.FLOAT_CHUNK` it runs in exact small-integer float
-    arithmetic, which vectorises on CPUs, where integer division does not.
-    """
-    if by_floats:
-        at = offset.astype(jnp.float32)
-        w = info[n_outer, 0].astype(jnp.float32) + at  # first point, from the start of box o
-        q = floor_div(w, jnp.float32(box))
-        window = (w - q * box).astype(jnp.int32)
-        fi = info[:n_outer].astype(jnp.float32)
-        k = q + jnp.arange(n_box, dtype=jnp.float32)
-        carry = jnp.where(
-            info[:n_outer, 4:5] == 1,
-            (k[None, :] >= fi[:, 3:4]).astype(jnp.float32),
-            floor_div(fi[:, 1:2] + k[None, :], fi[:, 2:3]),
-        )
-        total = fi[:, 0:1] + carry
-        return (total - radix * floor_div(total, radix)).astype(jnp.int32), window, at
-    w = info[n_outer, 0] + offset
-    q = w // box
-    window = w - q * box
-    k = q + jnp.arange(n_box, dtype=jnp.int32)
-    carry = jnp.where(
-        info[:n_outer, 4:5] == 1,
-        (k[None, :] >= info[:n_outer, 3:4]).astype(jnp.int32),
-        (info[:n_outer, 1:2] + k[None, :]) // info[:n_outer, 2:3],
-    )
-    return (info[:n_outer, 0:1] + carry) % radix.astype(np.int32), window, None
-
-
 def _candidates(job: Job, keep: Keep, dtype, compact: int, floats, ints, limit, mask, lead, known):
     """A reducing chunk's :class:`ChunkOut`: its candidates' mask, and the first ``compact`` of
     them gathered (:func:`compact_indices`, or :func:`top_k_candidates`)."""
     icols = int_columns(job)
-    ranks = {c: axis_ranks(job, c) for c in keep.columns if c in job.machine_axes}
-    flat = {name: c.reshape(-1) for name, c in zip(RESULT_COLUMNS, floats, strict=True)}
-    flat.update((name, c.reshape(-1)) for name, c in zip(icols, ints, strict=True))
+    flat_floats, flat_ints = tuple(c.reshape(-1) for c in floats), tuple(c.reshape(-1) for c in ints)
+    flat = dict(zip(RESULT_COLUMNS, flat_floats, strict=True)) | dict(zip(icols, flat_ints, strict=True))
     ok = mask & (limit == 0)
-    objective = [
-        jnp.asarray(ranks[c], dtype)[flat[c]] if c in ranks else flat[c].astype(dtype) for c in keep.columns
-    ]
+    objective = [_objective_fn(job, c, dtype)(flat_floats, flat_ints) for c in keep.columns]
     tied = None
     if keep.kind == "pareto":
         # candidates on the device, a superset of the front; the host's reduction is exact
