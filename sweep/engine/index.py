@@ -152,12 +152,20 @@ def spans(jobs: Sequence[Job], k: int = 0, n: int = 1) -> list[Span]:
 
 def digits_at(job: Job, index: np.ndarray) -> np.ndarray:
     """The axis digits ``[axes, n]`` of flat indices ``index`` of ``job`` (the first axis slowest)."""
-    rest = np.asarray(index, dtype=np.int64)
+    return mixed_radix(np.asarray(index, dtype=np.int64), [len(v) for v in job.axes.values()]).astype(
+        np.int32
+    )
+
+
+def mixed_radix(rest, radices: Sequence[int], xp=np):
+    """The digits ``[len(radices), n]`` of the whole numbers ``rest`` in the mixed radix
+    ``radices``, the first slowest, and what is above them dropped (``xp``: numpy on the host,
+    jax.numpy on the device)."""
     digits = []
-    for radix in reversed([len(v) for v in job.axes.values()]):
-        rest, digit = np.divmod(rest, radix)
+    for radix in reversed(radices):
+        rest, digit = xp.divmod(rest, radix)
         digits.append(digit)
-    return np.stack(digits[::-1]).astype(np.int32)
+    return xp.stack(digits[::-1]) if digits else xp.zeros((0, *rest.shape), rest.dtype)
 
 
 def outer_digits(info, offset, n_outer: int, box: int, n_box: int, radix: np.ndarray, by_floats: bool):
@@ -201,10 +209,5 @@ def row_digits(outer, idx, job: Job, n_outer: int):
     the outer axes' of their box (``outer``, :func:`outer_digits`), the inner axes' decoded from
     the position in the box, the last axis the fastest."""
     radices = [len(v) for v in job.axes.values()][n_outer:]
-    box = math.prod(radices)
-    rest, inner = idx % box, []
-    for r in reversed(radices):
-        inner.append(rest % r)
-        rest = rest // r
-    inner_digits = jnp.stack(inner[::-1]) if inner else jnp.zeros((0, idx.shape[0]), idx.dtype)
-    return jnp.concatenate([outer[:, idx // box], inner_digits.astype(outer.dtype)])
+    inner = mixed_radix(idx, radices, jnp)
+    return jnp.concatenate([outer[:, idx // math.prod(radices)], inner.astype(outer.dtype)])
