@@ -270,8 +270,9 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
             return floats, ints, limit.reshape(-1), inside & fits.reshape(-1)
 
         if keep.kind == "top":
-            top = _Top(job, keep, dtype, compact, n_outer)
-            return top.chunk(inside, lead, (net, machine, values, digits))
+            return _top_chunk(
+                job, keep, dtype, compact, n_outer, inside, lead, (net, machine, values, digits)
+            )
         floats, ints, limit, mask = evaluate(None)
         if not keep.reduces:
             # stacked in the columns' own shape, then flattened: a stack of flattened columns
@@ -283,76 +284,67 @@ def _window_fn(job: Job, chunk: int, keep: Keep, dtype, compact: int) -> Callabl
     return run
 
 
-class _Top(NamedTuple):
-    """A top-k chunk's program (:meth:`chunk`); the axes after the first ``n_outer`` lie in a box."""
+def _top_chunk(job: Job, keep: Keep, dtype, compact: int, n_outer: int, inside, lead, args):
+    """A top-k chunk's :class:`ChunkOut` (the axes after the first ``n_outer`` lie in a box), in
+    three passes.
 
-    job: Job
-    keep: Keep
-    dtype: Any
-    compact: int
-    n_outer: int
+    1. Each configuration's limit and fit (a rule, memory, the batch), which depend on the
+       configuration alone, so their terms cost once a box: most chunks of a grid of
+       model-parallel splits hold no feasible row and return no candidate after it.
+    2. Where a row can be a candidate, the objective alone at every point of the boxes, and
+       the top-k rows picked from it.
+    3. Every column of the picked rows, by the per-point kernel, whose values are an
+       every-column chunk's to the bit (docs/performance.md).
 
-    def chunk(self, inside, lead, args):
-        """The chunk's :class:`ChunkOut`, in three passes.
+    Rows that are not candidates never enter the reduction, so the candidates are an
+    every-column chunk's.
+    """
+    net, machine, values, digits = args
 
-        1. Each configuration's limit and fit (a rule, memory, the batch), which depend on the
-           configuration alone, so their terms cost once a box: most chunks of a grid of
-           model-parallel splits hold no feasible row and return no candidate after it.
-        2. Where a row can be a candidate, the objective alone at every point of the boxes, and
-           the top-k rows picked from it.
-        3. Every column of the picked rows, by the per-point kernel, whose values are an
-           every-column chunk's to the bit (docs/performance.md).
+    def over_boxes(pick):
+        fn = _box_fn(job, n_outer, dtype, pick)
+        return jax.vmap(fn, in_axes=(None, None, None, 0))(net, machine, values, digits.T)
 
-        Rows that are not candidates never enter the reduction, so the candidates are an
-        every-column chunk's.
-        """
-        net, machine, values, digits = args
-        job, keep, dtype, compact = self.job, self.keep, self.dtype, self.compact
+    # in the boxes' shape: reduced flattened, the broadcast of each configuration's values
+    # over its box would cost a division per point for its position
+    limit, fits = over_boxes(lambda floats, ints, limit, fits: (limit, fits))
+    any_ok = jnp.any(inside.reshape(limit.shape) & fits & (limit == 0))
 
-        def over_boxes(pick):
-            fn = _box_fn(job, self.n_outer, dtype, pick)
-            return jax.vmap(fn, in_axes=(None, None, None, 0))(net, machine, values, digits.T)
+    (column,) = keep.columns
+    value = _objective_fn(job, column, dtype)
 
-        # in the boxes' shape: reduced flattened, the broadcast of each configuration's values
-        # over its box would cost a division per point for its position
-        limit, fits = over_boxes(lambda floats, ints, limit, fits: (limit, fits))
-        any_ok = jnp.any(inside.reshape(limit.shape) & fits & (limit == 0))
+    def objective(_):
+        objective, limit, fits = over_boxes(
+            lambda floats, ints, limit, fits: (value(floats, ints), limit, fits)
+        )
+        return objective, fits & (limit == 0)
 
-        (column,) = keep.columns
-        value = _objective_fn(job, column, dtype)
+    def no_objective(_):  # zeros from ``lead``: under shard_map they vary over the devices
+        zero = lead * 0
+        return jnp.broadcast_to(zero.astype(dtype), limit.shape), jnp.broadcast_to(zero > 0, limit.shape)
 
-        def objective(_):
-            objective, limit, fits = over_boxes(
-                lambda floats, ints, limit, fits: (value(floats, ints), limit, fits)
-            )
-            return objective, fits & (limit == 0)
+    def found(_):
+        # The objective is a conditional's output, so XLA writes it out in the boxes' shape:
+        # fused into a reduction that reads it flattened, every point would work out its
+        # box coordinates by division, ten times slower on a CPU (docs/performance.md).
+        objective_, good = jax.lax.cond(any_ok, objective, no_objective, None)
+        ok = inside & good.reshape(-1)
+        mask, count, idx = top_k_candidates_jit(objective_.reshape(-1), ok, keep.k, compact)
+        floats, ints, limit = _points_fn(job, dtype)(
+            net, machine, values, row_digits(digits, idx, job, n_outer)
+        )
+        return ChunkOut(None, None, None, mask, lead, floats, ints, limit, idx - lead, count)
 
-        def no_objective(_):  # zeros from ``lead``: under shard_map they vary over the devices
-            zero = lead * 0
-            return jnp.broadcast_to(zero.astype(dtype), limit.shape), jnp.broadcast_to(zero > 0, limit.shape)
+    shapes = jax.eval_shape(found, None)
 
-        def found(_):
-            # The objective is a conditional's output, so XLA writes it out in the boxes' shape:
-            # fused into a reduction that reads it flattened, every point would work out its
-            # box coordinates by division, ten times slower on a CPU (docs/performance.md).
-            objective_, good = jax.lax.cond(any_ok, objective, no_objective, None)
-            ok = inside & good.reshape(-1)
-            mask, count, idx = top_k_candidates_jit(objective_.reshape(-1), ok, keep.k, compact)
-            floats, ints, limit = _points_fn(job, dtype)(
-                net, machine, values, row_digits(digits, idx, self.job, self.n_outer)
-            )
-            return ChunkOut(None, None, None, mask, lead, floats, ints, limit, idx - lead, count)
+    def none(_):  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
+        # zeros from ``lead``, which under shard_map varies over the devices as ``found``'s do
+        zero = lead * 0
+        return jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)._replace(
+            lead=lead
+        )
 
-        shapes = jax.eval_shape(found, None)
-
-        def none(_):  # no candidate: count 0, the compacted rows unread (:func:`survivors`)
-            # zeros from ``lead``, which under shard_map varies over the devices as ``found``'s do
-            zero = lead * 0
-            return jax.tree.map(lambda s: jnp.broadcast_to(zero.astype(s.dtype), s.shape), shapes)._replace(
-                lead=lead
-            )
-
-        return jax.lax.cond(any_ok, found, none, None)
+    return jax.lax.cond(any_ok, found, none, None)
 
 
 def _objective_fn(job: Job, column: str, dtype) -> Callable:

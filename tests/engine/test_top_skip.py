@@ -1,6 +1,6 @@
 """A top-k chunk evaluates the network's terms only where a row can be a candidate, then the
 objective alone, then every column of the boxes that hold the picked rows
-(:meth:`sweep.engine.program._Top.chunk`): the same top rows, to the bit, as the every-column
+(:func:`sweep.engine.program._top_chunk`): the same top rows, to the bit, as the every-column
 chunk's feasible rows, and none where no row is feasible."""
 
 from __future__ import annotations
